@@ -1,0 +1,32 @@
+# `make test` and `make demo` create or reuse .venv and install what they need.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo lint format install clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: lint
+	TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q
+
+demo: $(STAMP)
+	TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/toolkit demo
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): throughput of the toolkit's models beside a keras.io-style port."""

@@ -1,0 +1,95 @@
+"""Bad input: a one-line error naming the problem, exit code 2, nothing written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+from toolkit.cli import main
+
+
+def _npz(path, **arrays):
+    np.savez(path, **arrays)
+    return path
+
+
+@pytest.fixture
+def bad_inputs(tmp_path):
+    x = np.zeros((40, 8, 8, 3), np.uint8)
+    no_y = _npz(tmp_path / "no_y.npz", x=x)
+    out_of_range = _npz(
+        tmp_path / "range.npz", x=x, y=np.arange(40) % 4, class_names=np.array(["a", "b"])
+    )
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    (existing / "something").write_text("x")
+    corrupt = tmp_path / "corrupt_run"
+    corrupt.mkdir()
+    (corrupt / "config.json").write_text('{"options": {"data": "shapes", "seed": 0}}')
+    (corrupt / "model.keras").write_bytes(b"not a zip")
+    truncated = tmp_path / "truncated_run"
+    truncated.mkdir()
+    (truncated / "config.json").write_text('{"options": {"data": "shapes", "seed": 0}}')
+    with zipfile.ZipFile(truncated / "model.keras", "w") as zf:
+        zf.writestr("config.json", "{")
+    empty = tmp_path / "empty_folder"
+    empty.mkdir()
+    return {
+        "unknown model": (["train", "--model", "resnet"], "unknown model"),
+        "unknown preset": (["train", "--model", "shiftvit", "--preset", "huge"], "unknown preset"),
+        "unknown data": (["train", "--model", "vit", "--data", "mnist"], "mnist"),
+        "missing npz": (["train", "--model", "vit", "--data", f"npz:{tmp_path}/nope.npz"], "nope"),
+        "npz without y": (["train", "--model", "vit", "--data", f"npz:{no_y}"], "y"),
+        "labels out of range": (
+            ["train", "--model", "vit", "--data", f"npz:{out_of_range}"],
+            "range",
+        ),
+        "empty folder": (["train", "--model", "vit", "--data", f"folder:{empty}"], "empty_folder"),
+        "bad precision": (["train", "--model", "vit", "--precision", "fp8"], "precision"),
+        "bad strategy": (["train", "--model", "vit", "--strategy", "tpu"], "strategy"),
+        "zero epochs": (["train", "--model", "vit", "--epochs", "0"], "epochs"),
+        "existing run": (["train", "--model", "vit", "--out", str(existing)], "--resume"),
+        "resume nothing": (["train", "--model", "vit", "--out", str(empty), "--resume"], "resume"),
+        "missing run": (["eval", str(tmp_path / "no_run")], "does not exist"),
+        "corrupt model": (["eval", str(corrupt)], "corrupt"),
+        "truncated model": (["eval", str(truncated)], "could not be loaded"),
+        "unknown command": (["fly"], "invalid choice"),
+    }
+
+
+CASES = [
+    "unknown model", "unknown preset", "unknown data", "missing npz", "npz without y",
+    "labels out of range", "empty folder", "bad precision", "bad strategy", "zero epochs",
+    "existing run", "resume nothing", "missing run", "corrupt model", "truncated model",
+    "unknown command",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, bad_inputs, tmp_path, capsys,
+                                                         monkeypatch):  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    argv, needle = bad_inputs[case]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("toolkit: error:")
+    assert needle in err
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_console_script_exits_2_without_traceback(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolkit.cli", "eval", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("toolkit: error:")

@@ -1,0 +1,113 @@
+"""Models, presets, MAC counts and the learning-rate schedule."""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import numpy as np
+import pytest
+from layer_checks import check_layer
+
+import toolkit  # noqa: F401
+from toolkit.data import Augmentation
+from toolkit.models import (
+    MODELS,
+    PRESETS,
+    PositionEmbedding,
+    build_model,
+    count_macs,
+    get_preset,
+    preset_from_dict,
+)
+from toolkit.models.presets import ShiftViTArch, TrainRecipe, ViTArch
+from toolkit.training.schedule import WarmupCosine
+
+
+def test_seed_presets_keep_the_keras_io_hyperparameters():
+    shift = get_preset("shiftvit", "seed")
+    assert shift.arch == ShiftViTArch(
+        image_size=48, patch_size=4, dim=96, depths=(2, 4, 8, 2), num_div=12, shift_pixel=1,
+        mlp_ratio=2.0, epsilon=1e-5, drop_path=0.2, dropout=0.2,
+    )  # fmt: skip
+    assert shift.train == TrainRecipe(
+        batch_size=256, epochs=100, lr_start=1e-5, lr_max=1e-3, weight_decay=1e-4,
+        warmup_fraction=0.15, augmentation=Augmentation(flip=True, crop_resize=(52, 48)),
+        early_stopping_patience=5,
+    )  # fmt: skip
+    vit = get_preset("vit-lsa", "seed")
+    assert vit.arch == ViTArch(
+        image_size=72, patch_size=6, dim=64, depth=8, num_heads=4, key_dim=64,
+        mlp_units=(128, 64), dropout=0.1, head_units=(2048, 1024), head_dropout=0.5,
+        epsilon=1e-6, spt=True, lsa=True,
+    )  # fmt: skip
+    assert vit.train == TrainRecipe(
+        batch_size=256, epochs=50, lr_start=0.0, lr_max=1e-3, weight_decay=1e-4,
+        warmup_fraction=0.10, augmentation=Augmentation(flip=True, rotation=0.02, zoom=0.2),
+    )  # fmt: skip
+    assert get_preset("vit", "seed").arch.spt is False
+    assert get_preset("vit", "seed").arch.lsa is False
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+def test_every_model_tiny_preset_builds_saves_and_reloads(model, tmp_path):
+    preset = get_preset(model, "tiny")
+    net = build_model(preset, (32, 32, 3), 10)
+    assert net.input_shape == (None, 32, 32, 3)
+    assert net.output_shape == (None, 10)
+    x = np.random.default_rng(0).integers(0, 256, (3, 32, 32, 3)).astype("float32")
+    path = tmp_path / "model.keras"
+    net.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    np.testing.assert_array_equal(net.predict(x, verbose=0), loaded.predict(x, verbose=0))
+    assert count_macs(net) > 0
+
+
+@pytest.mark.parametrize(("model", "name"), [(m, p) for m in PRESETS for p in PRESETS[m]])
+def test_every_preset_round_trips_through_its_dict(model, name):
+    preset = get_preset(model, name)
+    assert preset_from_dict(preset.to_dict()) == preset
+
+
+def test_seed_models_have_the_expected_size():
+    shift = build_model(get_preset("shiftvit", "seed"), (32, 32, 3), 10)
+    vit = build_model(get_preset("vit-lsa", "seed"), (32, 32, 3), 100)
+    # Width 96, depths (2, 4, 8, 2), MLP ratio 2: the shift has no weights, MLPs hold most.
+    assert 11_500_000 < shift.count_params() < 12_000_000
+    # The ViT's head (Flatten of 144x64 -> 2048 -> 1024) dominates: about 21.7M in the seed.
+    assert 21_000_000 < vit.count_params() < 23_000_000
+
+
+def test_mac_count_matches_a_hand_count():
+    inputs = keras.Input((8, 8, 3))
+    x = keras.layers.Conv2D(4, 2, strides=2)(inputs)  # 4*4 outputs * 2*2*3*4
+    x = keras.layers.Reshape((16, 4))(x)
+    x = keras.layers.Dense(5)(x)  # 16 * 4 * 5
+    model = keras.Model(inputs, x)
+    assert count_macs(model) == 16 * 2 * 2 * 3 * 4 + 16 * 4 * 5
+
+
+def test_position_embedding_layer(tmp_path):
+    check_layer(PositionEmbedding(), (2, 5, 4), (2, 5, 4), tmp_path)
+
+
+def _seed_formula(step, lr_start, lr_max, warmup, total):
+    if step > total:
+        return 0.0
+    if step < warmup:
+        return lr_start + (lr_max - lr_start) / warmup * step
+    return 0.5 * lr_max * (1 + math.cos(math.pi * (step - warmup) / (total - warmup)))
+
+
+@pytest.mark.parametrize("step", [0, 1, 14, 15, 16, 50, 99, 100, 101])
+def test_warmup_cosine_follows_the_seed_formula(step):
+    schedule = WarmupCosine(lr_start=1e-5, lr_max=1e-3, warmup_steps=15, total_steps=100)
+    expected = _seed_formula(step, 1e-5, 1e-3, 15, 100)
+    assert float(schedule(step)) == pytest.approx(expected, rel=1e-5, abs=1e-9)
+
+
+def test_warmup_cosine_serializes():
+    schedule = WarmupCosine(lr_start=0.0, lr_max=1e-3, warmup_steps=10, total_steps=100)
+    config = keras.saving.serialize_keras_object(schedule)
+    again = keras.saving.deserialize_keras_object(config, safe_mode=True)
+    assert again.get_config() == schedule.get_config()

@@ -1,0 +1,330 @@
+"""Custom ops against independent NumPy references, plus config/save/load checks per layer."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from layer_checks import check_layer
+
+from toolkit.ops import (
+    MASK_FILL,
+    MLP,
+    DropPath,
+    LocalitySelfAttention,
+    PartialShift,
+    SelfAttention,
+    ShiftedPatchTokenization,
+    gelu,
+    patches,
+    reference_partial_shift,
+    reference_self_attention,
+    reference_shifted_patches,
+    shifted_images,
+    shifted_patches,
+)
+
+LAYER_CASES = [
+    (lambda: PartialShift(), (2, 12, 12, 96), (2, 12, 12, 96)),
+    (lambda: PartialShift(num_div=12, shift_pixel=2), (2, 7, 9, 50), (2, 7, 9, 50)),
+    (lambda: ShiftedPatchTokenization(6, 64), (2, 24, 24, 3), (2, 16, 64)),
+    (lambda: ShiftedPatchTokenization(4, 32, vanilla=True), (2, 8, 12, 3), (2, 6, 32)),
+    (lambda: SelfAttention(4, 16, dropout=0.1), (2, 10, 32), (2, 10, 32)),
+    (lambda: LocalitySelfAttention(4, 64, dropout=0.1), (2, 16, 64), (2, 16, 64)),
+    (lambda: DropPath(0.1, seed=3), (2, 8, 8, 4), (2, 8, 8, 4)),
+    (lambda: MLP([128, 64], 0.1), (2, 10, 32), (2, 10, 64)),
+    (lambda: MLP([64, 32], 0.2, activate_last=False), (2, 5, 5, 32), (2, 5, 5, 32)),
+]
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    """Seeded NumPy generator so every test is reproducible."""
+    return np.random.default_rng(seed)
+
+
+def to_np(x: object) -> np.ndarray:
+    """Backend tensor or Keras variable to NumPy."""
+    if isinstance(x, keras.Variable):
+        x = x.value
+    return keras.ops.convert_to_numpy(x)
+
+
+@pytest.mark.parametrize(
+    ("factory", "in_shape", "out_shape"),
+    LAYER_CASES,
+    ids=[f"case{i}-{'x'.join(map(str, c[1]))}" for i, c in enumerate(LAYER_CASES)],
+)
+def test_layer_config_save_load_shape(factory, in_shape, out_shape, tmp_path):
+    check_layer(factory(), in_shape, out_shape, tmp_path)
+
+
+# --- gelu -------------------------------------------------------------------------------
+
+
+def test_gelu_matches_exact_keras_gelu_and_erf_formula():
+    x = np.linspace(-8.0, 8.0, 4001, dtype="float32")
+    ours = to_np(gelu(x))
+    keras_exact = to_np(keras.activations.gelu(x, approximate=False))
+    np.testing.assert_allclose(ours, keras_exact, atol=1e-6, rtol=0)
+    erf = np.vectorize(math.erf)
+    np.testing.assert_allclose(ours, 0.5 * x * (1 + erf(x / math.sqrt(2))), atol=1e-6, rtol=0)
+
+
+def test_gelu_activation_round_trips_in_safe_mode(tmp_path):
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, keras.layers.Dense(4, activation=gelu)(inputs))
+    model.save(tmp_path / "g.keras")
+    reloaded = keras.saving.load_model(tmp_path / "g.keras", safe_mode=True)
+    assert reloaded.layers[-1].activation is gelu
+
+
+# --- PartialShift -----------------------------------------------------------------------
+
+
+def test_reference_partial_shift_by_hand():
+    x = np.arange(1 * 3 * 4 * 5, dtype="float32").reshape(1, 3, 4, 5) + 1
+    out = reference_partial_shift(x, num_div=5, shift_pixel=1)  # g = 1
+    np.testing.assert_array_equal(out[0, :, :3, 0], x[0, :, 1:, 0])  # left
+    np.testing.assert_array_equal(out[0, :, 3, 0], 0)
+    np.testing.assert_array_equal(out[0, :, 1:, 1], x[0, :, :3, 1])  # right
+    np.testing.assert_array_equal(out[0, :, 0, 1], 0)
+    np.testing.assert_array_equal(out[0, :2, :, 2], x[0, 1:, :, 2])  # up
+    np.testing.assert_array_equal(out[0, 2, :, 2], 0)
+    np.testing.assert_array_equal(out[0, 1:, :, 3], x[0, :2, :, 3])  # down
+    np.testing.assert_array_equal(out[0, 0, :, 3], 0)
+    np.testing.assert_array_equal(out[..., 4], x[..., 4])  # unchanged
+
+
+@pytest.mark.parametrize(
+    ("shape", "num_div", "shift_pixel"),
+    [
+        ((2, 12, 12, 96), 12, 1),  # ShiftViT seed shape
+        ((2, 7, 9, 50), 12, 1),  # C not divisible by num_div, odd sizes
+        ((2, 7, 9, 50), 12, 2),
+        ((1, 5, 6, 8), 2, 3),  # g = 4, nothing left unchanged
+        ((1, 3, 4, 24), 12, 5),  # shift past both edges: moved groups become zeros
+        ((1, 3, 8, 24), 12, 4),  # shift past H only
+        ((1, 4, 4, 8), 12, 1),  # g = 0: identity
+    ],
+)
+def test_partial_shift_bit_exact(shape, num_div, shift_pixel):
+    x = rng().standard_normal(shape).astype("float32")
+    got = to_np(PartialShift(num_div, shift_pixel)(x))
+    np.testing.assert_array_equal(got, reference_partial_shift(x, num_div, shift_pixel))
+
+
+def test_partial_shift_dynamic_batch_graph():
+    model = keras.Sequential([keras.Input((7, 9, 50)), PartialShift(12, 2)])
+    for batch in (1, 3):
+        x = rng(batch).standard_normal((batch, 7, 9, 50)).astype("float32")
+        np.testing.assert_array_equal(to_np(model(x)), reference_partial_shift(x, 12, 2))
+
+
+# --- Shifted patch tokenization ---------------------------------------------------------
+
+PATCH_CASES = [
+    ((2, 24, 24, 3), 6),
+    ((1, 72, 72, 3), 6),  # SPT seed shape
+    ((2, 8, 12, 2), 4),
+    ((1, 9, 6, 1), 3),  # odd patch: shift 1
+    ((1, 4, 4, 2), 1),  # shift 0
+]
+
+
+@pytest.mark.parametrize(("shape", "patch_size"), PATCH_CASES)
+def test_shifted_patches_match_reference_and_extract_patches(shape, patch_size):
+    x = rng().standard_normal(shape).astype("float32")
+    expected = reference_shifted_patches(x, patch_size)
+    np.testing.assert_array_equal(to_np(shifted_patches(x, patch_size)), expected)
+
+    p = patch_size
+    extract = tf.image.extract_patches(
+        to_np(shifted_images(x, p)), [1, p, p, 1], [1, p, p, 1], [1, 1, 1, 1], "VALID"
+    )
+    np.testing.assert_array_equal(extract.numpy().reshape(expected.shape), expected)
+    plain = tf.image.extract_patches(x, [1, p, p, 1], [1, p, p, 1], [1, 1, 1, 1], "VALID")
+    np.testing.assert_array_equal(
+        to_np(patches(x, p)), plain.numpy().reshape(shape[0], -1, p * p * shape[-1])
+    )
+
+
+def test_reference_shifted_patches_by_hand():
+    x = np.arange(1, 17, dtype="float32").reshape(1, 4, 4, 1)
+    out = reference_shifted_patches(x, 2)  # h = 1; 4 patches of 2x2x5
+    stack = out[0, 0].reshape(2, 2, 5)  # top-left patch
+    np.testing.assert_array_equal(stack[..., 0], [[1, 2], [5, 6]])  # original
+    np.testing.assert_array_equal(stack[..., 1], [[6, 7], [10, 11]])  # left-up x[i+1, j+1]
+    np.testing.assert_array_equal(stack[..., 2], [[0, 0], [2, 3]])  # left-down x[i-1, j+1]
+    np.testing.assert_array_equal(stack[..., 3], [[0, 5], [0, 9]])  # right-up x[i+1, j-1]
+    np.testing.assert_array_equal(stack[..., 4], [[0, 0], [0, 1]])  # right-down x[i-1, j-1]
+
+
+def test_patches_reject_indivisible_sizes():
+    x = np.zeros((1, 10, 12, 3), "float32")
+    with pytest.raises(ValueError, match="divisible"):
+        shifted_patches(x, 4)
+    with pytest.raises(ValueError, match="divisible"):
+        patches(x, 4)
+
+
+def _layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    mean = x.mean(-1, keepdims=True)
+    var = x.var(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+@pytest.mark.parametrize(
+    ("shape", "patch_size", "dim"), [((2, 72, 72, 3), 6, 64), ((3, 8, 12, 2), 4, 16)]
+)
+@pytest.mark.parametrize("vanilla", [False, True])
+def test_spt_layer_matches_numpy(shape, patch_size, dim, vanilla):
+    g = rng(1)
+    x = g.standard_normal(shape).astype("float32")
+    layer = ShiftedPatchTokenization(patch_size, dim, vanilla=vanilla)
+    layer.build(shape)
+    layer.set_weights([g.standard_normal(w.shape).astype("float32") * 0.1 for w in layer.weights])
+    got = to_np(layer(x))
+    x64 = x.astype("float64")
+    if vanilla:
+        p = patch_size
+        tokens = reference_shifted_patches(x64, p)
+        # the first C channels of each pixel in the shifted stack are the original image
+        tokens = tokens.reshape(*tokens.shape[:2], p * p, 5, shape[-1])[..., 0, :]
+        tokens = tokens.reshape(*tokens.shape[:2], -1)
+    else:
+        ln = layer.layer_norm
+        tokens = _layer_norm(
+            reference_shifted_patches(x64, patch_size),
+            to_np(ln.gamma).astype("float64"),
+            to_np(ln.beta).astype("float64"),
+            layer.epsilon,
+        )
+    kernel, bias = (to_np(w).astype("float64") for w in layer.projection.weights)
+    np.testing.assert_allclose(got, tokens @ kernel + bias, atol=1e-5, rtol=0)
+
+
+# --- Attention --------------------------------------------------------------------------
+
+
+def _random_attention(cls, shape, num_heads, key_dim, seed=2, dropout=0.0):
+    layer = cls(num_heads, key_dim, dropout=dropout)
+    layer.build(shape)
+    g = rng(seed)
+    for dense in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense):
+        dense.bias.assign(g.standard_normal(dense.bias.shape).astype("float32") * 0.1)
+    return layer
+
+
+def _reference_for(layer, x, locality):
+    args = []
+    for dense in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense):
+        args += [to_np(dense.kernel), to_np(dense.bias)]
+    tau = float(to_np(layer.tau)) if locality else None
+    return reference_self_attention(
+        x, *args, layer.num_heads, layer.key_dim, tau=tau, locality=locality
+    )
+
+
+ATTENTION_CASES = [
+    ((2, 16, 64), 4, 16),
+    ((1, 144, 64), 4, 64),  # LSA seed shape: 144 tokens, dim 64, 4 heads, key_dim 64
+    ((3, 7, 24), 2, 8),  # odd token count
+    ((2, 5, 12), 1, 12),
+]
+
+
+@pytest.mark.parametrize(("shape", "num_heads", "key_dim"), ATTENTION_CASES)
+@pytest.mark.parametrize("cls", [SelfAttention, LocalitySelfAttention])
+def test_attention_matches_reference(cls, shape, num_heads, key_dim):
+    locality = cls is LocalitySelfAttention
+    layer = _random_attention(cls, shape, num_heads, key_dim, dropout=0.3)
+    if locality:
+        layer.tau.assign(math.sqrt(key_dim) * 0.7)  # a trained temperature, not the init
+    x = rng(3).standard_normal(shape).astype("float32")
+    out, scores = layer(x, return_attention_scores=True, training=False)
+    ref_out, ref_scores = _reference_for(layer, x, locality)
+    assert to_np(scores).shape == (shape[0], num_heads, shape[1], shape[1])
+    np.testing.assert_allclose(to_np(scores), ref_scores, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(to_np(out), ref_out, atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(to_np(layer(x)), to_np(out))
+
+
+def test_lsa_scores_mask_diagonal_and_normalise():
+    layer = _random_attention(LocalitySelfAttention, (2, 144, 64), 4, 64)
+    x = rng(4).standard_normal((2, 144, 64)).astype("float32") * 3
+    _, scores = layer(x, return_attention_scores=True)
+    scores = to_np(scores).astype("float64")
+    assert np.abs(np.diagonal(scores, axis1=-2, axis2=-1)).max() < 1e-12
+    np.testing.assert_allclose(scores.sum(-1), 1.0, atol=1e-6)
+
+
+def test_lsa_tau_is_trainable_with_sqrt_key_dim_init():
+    layer = LocalitySelfAttention(4, 64)
+    layer.build((None, 16, 64))
+    assert any(w is layer.tau for w in layer.trainable_weights)
+    assert layer.tau.shape == ()
+    assert float(to_np(layer.tau)) == pytest.approx(8.0)
+    plain = SelfAttention(4, 64)
+    plain.build((None, 16, 64))
+    assert not any("tau" in w.path for w in plain.weights)
+
+
+def test_attention_dropout_only_in_training():
+    layer = _random_attention(SelfAttention, (2, 16, 32), 4, 8, dropout=0.5)
+    x = rng(5).standard_normal((2, 16, 32)).astype("float32")
+    assert np.array_equal(to_np(layer(x)), to_np(layer(x, training=False)))
+    assert not np.allclose(to_np(layer(x, training=True)), to_np(layer(x)))
+
+
+def test_lsa_mixed_float16():
+    layer = LocalitySelfAttention(4, 16, dtype="mixed_float16")
+    x = rng(6).standard_normal((2, 16, 32)).astype("float32")
+    out, scores = layer(x, return_attention_scores=True)
+    assert out.dtype == "float16" and scores.dtype == "float16"
+    assert layer.tau.dtype == "float32"
+    out, scores = to_np(out).astype("float64"), to_np(scores).astype("float64")
+    assert np.isfinite(out).all() and np.isfinite(scores).all()
+    assert np.diagonal(scores, axis1=-2, axis2=-1).max() == 0.0
+    ref_out, ref_scores = _reference_for(layer, x, locality=True)
+    np.testing.assert_allclose(scores, ref_scores, atol=1e-2)
+    np.testing.assert_allclose(out, ref_out, atol=2e-2)
+    assert np.isfinite(np.float16(MASK_FILL))
+
+
+# --- DropPath and MLP -------------------------------------------------------------------
+
+
+def test_drop_path_identity_at_inference():
+    x = rng(7).standard_normal((4, 6, 6, 3)).astype("float32")
+    layer = DropPath(0.5, seed=1)
+    np.testing.assert_array_equal(to_np(layer(x)), x)
+    np.testing.assert_array_equal(to_np(layer(x, training=False)), x)
+
+
+def test_drop_path_training_drops_whole_samples():
+    rate, n = 0.3, 4000
+    x = rng(8).uniform(1.0, 2.0, (n, 4, 4)).astype("float32")  # nonzero everywhere
+    out = to_np(DropPath(rate, seed=1)(x, training=True))
+    kept = np.all(out != 0, axis=(1, 2))
+    dropped = np.all(out == 0, axis=(1, 2))
+    assert np.all(kept | dropped)
+    np.testing.assert_allclose(out[kept], x[kept] / (1 - rate), rtol=1e-6)
+    assert abs(kept.mean() - (1 - rate)) < 0.03
+
+
+def test_mlp_structure_and_values():
+    layer = MLP([8, 6], dropout=0.5, activate_last=False)
+    x = rng(9).standard_normal((3, 5)).astype("float32")
+    out = to_np(layer(x))  # inference: no dropout
+    (k1, b1), (k2, b2) = (
+        (to_np(d.kernel).astype("float64"), to_np(d.bias).astype("float64"))
+        for d in layer.dense_layers
+    )
+    erf = np.vectorize(math.erf)
+    hidden = x @ k1 + b1
+    hidden = 0.5 * hidden * (1 + erf(hidden / math.sqrt(2)))
+    np.testing.assert_allclose(out, hidden @ k2 + b2, atol=1e-5)
+    assert layer.dense_layers[0].activation is gelu
+    assert layer.dense_layers[1].activation is not gelu
+    assert MLP([8, 6]).dense_layers[1].activation is gelu

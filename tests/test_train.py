@@ -1,0 +1,112 @@
+"""`toolkit train`: the run folder, resume, precision, mirrored strategy, real-data accuracy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+from toolkit.cli import main
+from toolkit.data import load_data
+from toolkit.models import preset_from_dict
+from toolkit.training import train as train_module
+from toolkit.training.train import TrainOptions, train
+
+SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10_train_sample.npz"
+RUN_FILES = ("model.keras", "config.json", "history.csv", "metrics.json", "labels.txt")
+
+
+def test_train_writes_a_complete_run_folder(tmp_path):
+    out = train(TrainOptions("shiftvit", "tiny", "shapes:400", epochs=1), out=tmp_path / "run")
+    for name in RUN_FILES:
+        assert (out / name).is_file(), name
+    assert not (out / "checkpoint").exists()
+    config = json.loads((out / "config.json").read_text())
+    assert preset_from_dict(config["preset"]).arch.dim == 24
+    assert config["options"]["data"] == "shapes:400"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics) >= {"test_top1", "test_top5", "parameters", "macs_per_image"}
+    assert metrics["epochs_run"] == 1
+    assert (out / "labels.txt").read_text().splitlines() == load_data("shapes:400").class_names
+
+    model = keras.saving.load_model(out / "model.keras", safe_mode=True)
+    assert model.count_params() == metrics["parameters"]
+    x = load_data("shapes:400").x_test[:8].astype("float32")
+    again = keras.saving.load_model(out / "model.keras", safe_mode=True)
+    np.testing.assert_array_equal(model.predict(x, verbose=0), again.predict(x, verbose=0))
+
+
+def test_eval_command_reports_the_run_accuracy(tmp_path, capsys):
+    out = train(TrainOptions("vit", "tiny", "shapes:400", epochs=1), out=tmp_path / "run")
+    assert main(["eval", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert f"top-1 {metrics['test_top1']:.2%}" in capsys.readouterr().out
+
+
+class _Interrupt(keras.callbacks.CSVLogger):
+    """CSVLogger that stops the process-like run after the first epoch is logged."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        super().on_epoch_end(epoch, logs)
+        if epoch == 0:
+            raise KeyboardInterrupt
+
+
+def test_resume_continues_an_interrupted_run(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    options = TrainOptions("shiftvit", "tiny", "shapes:400", epochs=2)
+    monkeypatch.setattr(train_module.keras.callbacks, "CSVLogger", _Interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        train(options, out=out)
+    monkeypatch.undo()
+    assert (out / "checkpoint").is_dir() and not (out / "model.keras").exists()
+    train(options, out=out, resume=True)
+    rows = (out / "history.csv").read_text().strip().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == ["0", "1"]
+    assert json.loads((out / "metrics.json").read_text())["epochs_run"] == 2
+
+
+def test_mixed_precision_keeps_float32_logits(tmp_path):
+    out = train(
+        TrainOptions("vit-lsa", "tiny", "shapes:400", epochs=1, precision="mixed_float16"),
+        out=tmp_path / "run",
+    )
+    assert keras.mixed_precision.global_policy().name == "float32"
+    model = keras.saving.load_model(out / "model.keras", safe_mode=True)
+    logits = model.predict(np.zeros((2, 32, 32, 3), "float32"), verbose=0)
+    assert logits.dtype == np.float32 and np.all(np.isfinite(logits))
+
+
+def test_mirrored_strategy_trains_on_two_logical_cpus(tmp_path):
+    script = textwrap.dedent(f"""
+        import tensorflow as tf
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        from toolkit.training.strategies import STRATEGIES
+        print("replicas", STRATEGIES["mirrored"]().num_replicas_in_sync)
+        from toolkit.cli import main
+        raise SystemExit(main(["train", "--model", "shiftvit", "--data", "shapes:400",
+                               "--epochs", "1", "--strategy", "mirrored",
+                               "--out", r"{tmp_path / "run"}"]))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "replicas 2" in proc.stdout
+    assert (tmp_path / "run" / "model.keras").is_file()
+
+
+@pytest.mark.skipif(not SAMPLE.is_file(), reason="shared CIFAR-10 sample not present")
+@pytest.mark.parametrize("model", ["shiftvit", "vit-lsa"])
+def test_tiny_preset_learns_real_cifar10_well_above_chance(model, tmp_path):
+    out = train(TrainOptions(model, "tiny", f"npz:{SAMPLE}", epochs=3), out=tmp_path / "run")
+    history = (out / "history.csv").read_text().strip().splitlines()
+    header = history[0].split(",")
+    val_acc = float(history[-1].split(",")[header.index("val_accuracy")])
+    assert val_acc > 0.25, f"{model}: validation accuracy {val_acc:.3f} after 3 epochs"

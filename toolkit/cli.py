@@ -1,0 +1,127 @@
+"""The `toolkit` command line: one table maps each sub-command to its arguments and runner."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolkit.errors import UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad arguments as one line and exit code 2."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def _add_train(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="shiftvit, vit-lsa or vit")
+    p.add_argument("--preset", default="tiny", help="seed, small or tiny (default tiny)")
+    p.add_argument(
+        "--data", default="shapes", help="cifar10, cifar100, npz:PATH, folder:PATH, shapes"
+    )
+    p.add_argument("--epochs", type=int, help="default: the preset's")
+    p.add_argument("--batch-size", type=int, help="default: the preset's")
+    p.add_argument("--out", type=Path, help="run folder (default runs/<model>-<preset>-<time>)")
+    p.add_argument("--precision", default="float32", help="float32, mixed_float16, mixed_bfloat16")
+    p.add_argument("--jit", action="store_true", help="compile the train step with XLA")
+    p.add_argument("--strategy", default="default", help="default or mirrored (all GPUs)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out")
+    p.add_argument("--seed", type=int, default=0, help="data split, shuffling and init seed")
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    from toolkit.training.train import TrainOptions, train
+
+    options = TrainOptions(
+        model=args.model,
+        preset=args.preset,
+        data=args.data,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        precision=args.precision,
+        jit=args.jit,
+        strategy=args.strategy,
+        seed=args.seed,
+    )
+    out = train(options, out=args.out, resume=args.resume)
+    metrics = json.loads((out / "metrics.json").read_text())
+    print(f"run folder: {out}")
+    print(f"test top-1 {metrics['test_top1']:.2%}  top-5 {metrics['test_top5']:.2%}")
+    return 0
+
+
+def _add_eval(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", type=Path, help="run folder written by `toolkit train`")
+    p.add_argument("--data", help="data spec (default: the run's data); its test split is used")
+
+
+def _run_eval(args: argparse.Namespace) -> int:
+    from toolkit.evaluate import evaluate_run
+
+    result = evaluate_run(args.run, args.data)
+    print(
+        f"{result['run']} on {result['data']} (test split, {result['samples']} images): "
+        f"top-1 {result['top1']:.2%}  top-5 {result['top5']:.2%}"
+    )
+    return 0
+
+
+def _add_demo(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", default="shapes", help="data spec (default: synthetic shapes)")
+    p.add_argument("--out", type=Path, help="demo folder (default runs/demo-<time>)")
+    p.add_argument("--epochs", type=int, help="default: the tiny preset's")
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from toolkit.demo import run_demo
+
+    root = run_demo(args.data, args.out, args.epochs)
+    print(f"demo finished: everything is under {root}")
+    return 0
+
+
+@dataclass(frozen=True)
+class Command:
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+COMMANDS: dict[str, Command] = {
+    "train": Command("train a model into a run folder", _add_train, _run_train),
+    "eval": Command("top-1/top-5 of a run on a test split", _add_eval, _run_eval),
+    "demo": Command("tiny presets end to end on offline data", _add_demo, _run_demo),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="toolkit", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, command in COMMANDS.items():
+        command.add_arguments(sub.add_parser(name, help=command.help, description=command.help))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `toolkit` console script."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command].run(args)
+    except UsageError as exc:
+        print(f"toolkit: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("toolkit: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

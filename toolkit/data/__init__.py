@@ -1,0 +1,19 @@
+"""Data layer: `--data` specs to Dataset, augmentation, and tf.data pipelines."""
+
+from toolkit.data.augment import Augmentation
+from toolkit.data.dataset import Dataset, check_labels
+from toolkit.data.images import load_image, load_images
+from toolkit.data.pipeline import eval_dataset, train_dataset
+from toolkit.data.specs import DATA_KINDS, load_data
+
+__all__ = [
+    "DATA_KINDS",
+    "Augmentation",
+    "Dataset",
+    "check_labels",
+    "eval_dataset",
+    "load_data",
+    "load_image",
+    "load_images",
+    "train_dataset",
+]

@@ -1,0 +1,45 @@
+"""The in-memory dataset every loader returns: uint8 NHWC RGB images and int64 labels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from toolkit.errors import UsageError
+
+
+@dataclass
+class Dataset:
+    """Train/validation/test splits of uint8 (N, H, W, 3) RGB images with int64 labels."""
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray
+    y_val: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    class_names: list[str]
+    synthetic: bool = False
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """(H, W, 3) of every image."""
+        return tuple(int(d) for d in self.x_train.shape[1:])
+
+    @property
+    def num_classes(self) -> int:
+        """Number of classes, one per entry of `class_names`."""
+        return len(self.class_names)
+
+
+def check_labels(ds: Dataset, num_classes: int) -> None:
+    """Raise UsageError when a label of `ds` does not fit a model with `num_classes` outputs."""
+    splits = (ds.y_train, ds.y_val, ds.y_test)
+    top = max((int(y.max()) for y in splits if y.size), default=-1)
+    if top >= num_classes:
+        raise UsageError(
+            f"labels out of range: found label {top} but the model has {num_classes} classes; "
+            f"build the model with at least {top + 1} classes or relabel the data"
+        )

@@ -1,0 +1,113 @@
+"""`npz:PATH`: arrays x (N,H,W,3 or N,H,W uint8) and y (N,) labels, optional class_names."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from toolkit.data.cifar import CIFAR10_CLASSES
+from toolkit.data.dataset import Dataset
+from toolkit.data.split import require_images, split_dataset
+from toolkit.errors import UsageError
+
+EXPECTED = "expected keys x (N,H,W,3 uint8) and y (N,) int labels"
+
+
+def load_npz(arg: str | None, seed: int = 0) -> Dataset:
+    """Load an npz file and split it 80/10/10, stratified and seeded."""
+    if not arg:
+        raise UsageError(f"npz needs a path: use --data npz:PATH ({EXPECTED})")
+    path = Path(arg).expanduser()
+    if not path.exists():
+        raise UsageError(f"npz file {path} not found: check the path in --data npz:PATH")
+    if not path.is_file():
+        raise UsageError(
+            f"npz path {path} is not a file: pass an .npz file, or use --data folder:{path} "
+            "for a folder of class subfolders"
+        )
+    if not zipfile.is_zipfile(path):
+        raise UsageError(
+            f"cannot read npz file {path}: not an npz (zip) archive; "
+            f"write it with np.savez(path, x=x, y=y) ({EXPECTED})"
+        )
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            keys = set(data.files)
+            for key in ("x", "y"):
+                if key not in keys:
+                    raise UsageError(
+                        f"npz file {path} has no key '{key}' (found {sorted(keys)}): {EXPECTED}"
+                    )
+            x, y = data["x"], data["y"]
+            names = data["class_names"] if "class_names" in keys else None
+    except UsageError:
+        raise
+    except (OSError, ValueError, EOFError, AttributeError, zipfile.BadZipFile) as e:
+        reason = " ".join(str(e).split())[:120]
+        raise UsageError(f"cannot read npz file {path} ({reason}): {EXPECTED}") from e
+    x = _images(x, path)
+    y = _labels(y, path)
+    if len(x) != len(y):
+        raise UsageError(
+            f"npz file {path}: x has {len(x)} images but y has {len(y)} labels; "
+            "they must have one label per image"
+        )
+    require_images(f"npz file {path}", len(x))
+    return split_dataset(path.stem, x, y, _class_names(names, y, path), seed)
+
+
+def _images(x: np.ndarray, path: Path) -> np.ndarray:
+    """x as uint8 (N, H, W, 3); grayscale (N, H, W) or (N, H, W, 1) is repeated to RGB."""
+    if x.ndim == 4 and x.shape[-1] == 1:
+        x = x[..., 0]
+    if x.ndim == 3:
+        x = np.repeat(x[..., None], 3, axis=-1)
+    if x.ndim != 4 or x.shape[-1] != 3 or min(x.shape) == 0:
+        raise UsageError(f"npz file {path}: x has shape {x.shape}, {EXPECTED}")
+    if x.dtype == np.uint8:
+        return x
+    ok = np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)
+    if not ok or not np.all((x >= 0) & (x <= 255) & (x == np.round(x))):
+        raise UsageError(
+            f"npz file {path}: x ({x.dtype}) is not convertible to uint8 0-255 pixels; "
+            "scale float images in [0, 1] by 255 and store x as uint8"
+        )
+    return x.astype(np.uint8)
+
+
+def _labels(y: np.ndarray, path: Path) -> np.ndarray:
+    """y as int64 (N,); (N, 1) is flattened; negative or non-integer labels are refused."""
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1:
+        raise UsageError(f"npz file {path}: y has shape {y.shape}, {EXPECTED}")
+    numeric = np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)
+    if not numeric or not np.all(np.isfinite(y) & (y == np.round(y))):
+        raise UsageError(
+            f"npz file {path}: y ({y.dtype}) holds non-integer labels; "
+            "store class indices 0..K-1 as integers"
+        )
+    if y.size and y.min() < 0:
+        raise UsageError(
+            f"npz file {path}: y holds negative label {int(y.min())}; store class indices 0..K-1"
+        )
+    return y.astype(np.int64)
+
+
+def _class_names(names: np.ndarray | None, y: np.ndarray, path: Path) -> list[str]:
+    """Stored names, CIFAR-10 names for the CIFAR-10 sample, else "0".."K-1"."""
+    k = int(y.max()) + 1 if y.size else 0
+    if names is not None:
+        names = [str(n) for n in np.asarray(names).reshape(-1)]
+        if len(names) < k:
+            raise UsageError(
+                f"npz file {path}: class_names has {len(names)} names but labels go up to "
+                f"{k - 1}; store one name per class"
+            )
+        return names
+    stem = path.name.lower().replace("-", "").replace("_", "")
+    if k == 10 and "cifar10" in stem and "cifar100" not in stem:
+        return list(CIFAR10_CLASSES)
+    return [str(i) for i in range(k)]

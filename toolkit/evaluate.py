@@ -1,0 +1,43 @@
+"""`toolkit eval`: top-1/top-5 of a run's model on a test split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import keras
+import numpy as np
+
+from toolkit.data import check_labels, eval_dataset, load_data
+from toolkit.errors import UsageError
+from toolkit.runfolder import open_run
+
+
+def evaluate_model(model: keras.Model, x: np.ndarray, y: np.ndarray, batch_size: int) -> dict:
+    """Top-1 and top-5 accuracy of `model` (which returns logits) on uint8 images."""
+    images = eval_dataset(x, y, batch_size).map(lambda image, label: image)
+    logits = np.asarray(model.predict(images, verbose=0))
+    order = np.argsort(-logits, axis=1)
+    k = min(5, logits.shape[1])
+    return {
+        "top1": float(np.mean(order[:, 0] == y)),
+        "top5": float(np.mean(np.any(order[:, :k] == y[:, None], axis=1))),
+        "samples": int(len(y)),
+    }
+
+
+def evaluate_run(run_dir: str | Path, data_spec: str | None = None, batch_size: int = 256) -> dict:
+    """Evaluate RUN/model.keras on the test split of `data_spec` (default: the run's data)."""
+    run = open_run(run_dir)
+    options = run.config["options"]
+    spec = data_spec or options["data"]
+    data = load_data(spec, seed=options["seed"])
+    model = run.load_model()
+    expected = tuple(model.input_shape[1:])
+    if tuple(data.image_shape) != expected:
+        raise UsageError(
+            f"{spec} has {data.image_shape[0]}x{data.image_shape[1]} images but the model takes "
+            f"{expected[0]}x{expected[1]}: use data of the run's resolution"
+        )
+    check_labels(data, int(model.output_shape[-1]))
+    result = evaluate_model(model, data.x_test, data.y_test, batch_size)
+    return {"run": str(run.path), "data": spec, **result}

@@ -1,0 +1,59 @@
+"""ShiftViT (Wang et al., AAAI 2022): attention replaced by a zero-parameter partial shift."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+from keras import layers
+
+from toolkit.models.presets import ShiftViTArch
+from toolkit.ops import MLP, DropPath, PartialShift
+
+
+def _shift_block(x, arch: ShiftViTArch, drop_path: float, name: str):
+    """x <- shift(x); x <- x + DropPath(MLP(LN(x))): the block of the official code."""
+    x = PartialShift(arch.num_div, arch.shift_pixel, name=f"{name}_shift")(x)
+    channels = x.shape[-1]
+    y = layers.LayerNormalization(epsilon=arch.epsilon, name=f"{name}_norm")(x)
+    y = MLP(
+        [int(arch.mlp_ratio * channels), channels],
+        dropout=arch.dropout,
+        activate_last=False,
+        name=f"{name}_mlp",
+    )(y)
+    if drop_path > 0:
+        y = DropPath(drop_path, name=f"{name}_drop_path")(y)
+    return layers.Add(name=f"{name}_add")([x, y])
+
+
+def build_shiftvit(
+    arch: ShiftViTArch, input_shape: tuple[int, int, int], num_classes: int, **_: object
+) -> keras.Model:
+    """Functional ShiftViT taking 0-255 RGB at the dataset's resolution, returning logits."""
+    inputs = keras.Input(shape=input_shape, name="image")
+    x = layers.Rescaling(1.0 / 255, name="rescale")(inputs)
+    if tuple(input_shape[:2]) != (arch.image_size, arch.image_size):
+        x = layers.Resizing(arch.image_size, arch.image_size, name="resize")(x)
+    x = layers.Conv2D(
+        arch.dim, arch.patch_size, strides=arch.patch_size, padding="same", name="patch_embed"
+    )(x)
+    rates = np.linspace(0.0, arch.drop_path, sum(arch.depths))
+    block = 0
+    for stage, depth in enumerate(arch.depths):
+        for i in range(depth):
+            x = _shift_block(x, arch, float(rates[block]), name=f"stage{stage}_block{i}")
+            block += 1
+        if stage < len(arch.depths) - 1:
+            x = layers.LayerNormalization(epsilon=arch.epsilon, name=f"stage{stage}_merge_norm")(x)
+            x = layers.Conv2D(
+                2 * x.shape[-1],
+                2,
+                strides=2,
+                padding="same",
+                use_bias=False,
+                name=f"stage{stage}_merge",
+            )(x)
+    x = layers.LayerNormalization(epsilon=arch.epsilon, name="head_norm")(x)
+    x = layers.GlobalAveragePooling2D(name="pool")(x)
+    outputs = layers.Dense(num_classes, dtype="float32", name="logits")(x)
+    return keras.Model(inputs, outputs, name="shiftvit")

@@ -1,0 +1,36 @@
+"""Custom Keras 3 ops; importing this package registers them for safe_mode loading."""
+
+from toolkit.ops.attention import (
+    MASK_FILL,
+    LocalitySelfAttention,
+    SelfAttention,
+    reference_self_attention,
+)
+from toolkit.ops.droppath import DropPath
+from toolkit.ops.gelu import gelu
+from toolkit.ops.mlp import MLP
+from toolkit.ops.patches import (
+    ShiftedPatchTokenization,
+    patches,
+    reference_shifted_patches,
+    shifted_images,
+    shifted_patches,
+)
+from toolkit.ops.shift import PartialShift, reference_partial_shift
+
+__all__ = [
+    "MASK_FILL",
+    "MLP",
+    "DropPath",
+    "LocalitySelfAttention",
+    "PartialShift",
+    "SelfAttention",
+    "ShiftedPatchTokenization",
+    "gelu",
+    "patches",
+    "reference_partial_shift",
+    "reference_self_attention",
+    "reference_shifted_patches",
+    "shifted_images",
+    "shifted_patches",
+]

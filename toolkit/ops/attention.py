@@ -1,0 +1,153 @@
+"""Multi-head self-attention and Locality Self-Attention (LSA, Lee et al. 2021).
+
+Written from Dense, reshape, transpose, matmul and softmax so it exports to TFLite builtins and
+standard ONNX with a dynamic batch.
+"""
+
+import math
+
+import keras
+import numpy as np
+
+# Fill for the masked diagonal in LSA: finite in float16 (max 65504) and far below any real score,
+# so exp() underflows to exactly 0 while no inf/NaN appears in fp16 or quantized graphs.
+MASK_FILL = -1e4
+
+
+@keras.saving.register_keras_serializable(package="toolkit")
+class SelfAttention(keras.layers.Layer):
+    """Plain multi-head self-attention with scores q.k^T / sqrt(key_dim).
+
+    Call as layer(x, return_attention_scores=False, training=None) on (N, T, D) tokens.
+    """
+
+    locality = False  # LocalitySelfAttention: learned temperature and masked diagonal
+
+    def __init__(self, num_heads: int, key_dim: int, dropout: float = 0.0, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.dropout = dropout
+        width = num_heads * key_dim
+        self.query_dense = keras.layers.Dense(width, dtype=self.dtype_policy, name="query")
+        self.key_dense = keras.layers.Dense(width, dtype=self.dtype_policy, name="key")
+        self.value_dense = keras.layers.Dense(width, dtype=self.dtype_policy, name="value")
+        self.output_dense = None  # width of the input, known in build()
+        self.attention_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.tau = None
+
+    def build(self, input_shape: tuple) -> None:
+        """Build the projections; LSA also creates the temperature `tau`."""
+        dim = input_shape[-1]
+        for dense in (self.query_dense, self.key_dense, self.value_dense):
+            dense.build(input_shape)
+        self.output_dense = keras.layers.Dense(
+            dim, dtype=self.dtype_policy, name="attention_output"
+        )
+        self.output_dense.build((*input_shape[:-1], self.num_heads * self.key_dim))
+        if self.locality:
+            self.tau = self.add_weight(
+                name="tau",
+                shape=(),
+                initializer=keras.initializers.Constant(math.sqrt(self.key_dim)),
+                trainable=True,
+            )
+
+    def split_heads(self, x: keras.KerasTensor, tokens: int | None) -> keras.KerasTensor:
+        """(N, T, H*K) -> (N, H, T, K)."""
+        if tokens is None:
+            shape = (keras.ops.shape(x)[0], -1, self.num_heads, self.key_dim)
+        else:
+            shape = (-1, tokens, self.num_heads, self.key_dim)
+        return keras.ops.transpose(keras.ops.reshape(x, shape), (0, 2, 1, 3))
+
+    def call(
+        self,
+        x: keras.KerasTensor,
+        return_attention_scores: bool = False,
+        training: bool | None = None,
+    ) -> keras.KerasTensor | tuple[keras.KerasTensor, keras.KerasTensor]:
+        """Attend over the tokens of x; optionally also return the post-softmax weights."""
+        tokens = x.shape[1]
+        q = self.split_heads(self.query_dense(x), tokens)
+        k = self.split_heads(self.key_dense(x), tokens)
+        v = self.split_heads(self.value_dense(x), tokens)
+        if self.locality:
+            q = q / keras.ops.cast(self.tau, q.dtype)
+        else:
+            q = q * (1.0 / math.sqrt(self.key_dim))
+        scores = keras.ops.matmul(q, keras.ops.transpose(k, (0, 1, 3, 2)))  # (N, H, T, T)
+        if self.locality:
+            if tokens is None:
+                eye = keras.ops.eye(keras.ops.shape(x)[1], dtype=scores.dtype)
+            else:
+                eye = keras.ops.convert_to_tensor(np.eye(tokens), dtype=scores.dtype)
+            scores = scores * (1.0 - eye) + eye * MASK_FILL
+        weights = keras.ops.softmax(scores, axis=-1)
+        attended = keras.ops.matmul(self.attention_dropout(weights, training=training), v)
+        attended = keras.ops.transpose(attended, (0, 2, 1, 3))  # (N, T, H, K)
+        if tokens is None:
+            merge = (keras.ops.shape(x)[0], -1, self.num_heads * self.key_dim)
+        else:
+            merge = (-1, tokens, self.num_heads * self.key_dim)
+        output = self.output_dense(keras.ops.reshape(attended, merge))
+        if return_attention_scores:
+            return output, weights
+        return output
+
+    def get_config(self) -> dict:
+        """Constructor arguments only."""
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "key_dim": self.key_dim,
+            "dropout": self.dropout,
+        }
+
+
+@keras.saving.register_keras_serializable(package="toolkit")
+class LocalitySelfAttention(SelfAttention):
+    """LSA: self-attention with a trainable temperature `tau` (init sqrt(key_dim)) and the
+    diagonal masked before softmax, so each token attends to the others (Lee et al. 2021)."""
+
+    locality = True
+
+
+def reference_self_attention(
+    x: np.ndarray,
+    wq: np.ndarray,
+    bq: np.ndarray,
+    wk: np.ndarray,
+    bk: np.ndarray,
+    wv: np.ndarray,
+    bv: np.ndarray,
+    wo: np.ndarray,
+    bo: np.ndarray,
+    num_heads: int,
+    key_dim: int,
+    tau: float | None = None,
+    locality: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """NumPy float64 multi-head self-attention; locality=True excludes the diagonal (LSA).
+
+    Returns (output (N, T, D), post-softmax weights (N, heads, T, T)).
+    """
+    x = np.asarray(x, np.float64)
+    n, t, _ = x.shape
+    temperature = math.sqrt(key_dim) if tau is None else float(tau)
+
+    def heads(w: np.ndarray, b: np.ndarray) -> np.ndarray:
+        y = x @ np.asarray(w, np.float64) + np.asarray(b, np.float64)
+        return y.reshape(n, t, num_heads, key_dim).transpose(0, 2, 1, 3)
+
+    q, k, v = heads(wq, bq), heads(wk, bk), heads(wv, bv)
+    weights = np.zeros((n, num_heads, t, t))
+    for b in range(n):
+        for h in range(num_heads):
+            logits = q[b, h] @ k[b, h].T / temperature
+            if locality:
+                logits[np.arange(t), np.arange(t)] = -np.inf  # a token never attends to itself
+            e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+            weights[b, h] = e / e.sum(axis=-1, keepdims=True)
+    merged = (weights @ v).transpose(0, 2, 1, 3).reshape(n, t, num_heads * key_dim)
+    return merged @ np.asarray(wo, np.float64) + np.asarray(bo, np.float64), weights

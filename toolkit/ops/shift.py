@@ -1,0 +1,79 @@
+"""ShiftViT partial shift: four channel groups move one way each, the rest stay."""
+
+import keras
+import numpy as np
+
+
+def _shift_axis(
+    group: keras.KerasTensor, axis: int, size: int | None, step: int
+) -> keras.KerasTensor:
+    """Move `group` by `step` along `axis` (negative: toward index 0) and zero-fill the gap."""
+    if size is not None and abs(step) >= size:
+        return keras.ops.zeros_like(group)
+    pads = [[0, 0]] * 4
+    index = [slice(None)] * 4
+    if step < 0:  # out[i] = x[i + s]: drop the first s, zeros enter at the end
+        index[axis] = slice(-step, None)
+        pads[axis] = [0, -step]
+    else:  # out[i] = x[i - s]: drop the last s, zeros enter at the start
+        index[axis] = slice(None, -step)
+        pads[axis] = [step, 0]
+    return keras.ops.pad(group[tuple(index)], pads)
+
+
+@keras.saving.register_keras_serializable(package="toolkit")
+class PartialShift(keras.layers.Layer):
+    """Shift channel groups left, right, up and down (ShiftViT, official code); NHWC.
+
+    With g = C // num_div: [0,g) left, [g,2g) right, [2g,3g) up, [3g,4g) down, rest unchanged.
+    """
+
+    def __init__(self, num_div: int = 12, shift_pixel: int = 1, **kwargs) -> None:
+        super().__init__(**kwargs)
+        if num_div < 1 or shift_pixel < 1:
+            raise ValueError(
+                f"num_div and shift_pixel must be >= 1, got {num_div} and {shift_pixel}"
+            )
+        self.num_div = num_div
+        self.shift_pixel = shift_pixel
+
+    def call(self, x: keras.KerasTensor) -> keras.KerasTensor:
+        """Apply the four shifts with slices, zero pads and one concatenate."""
+        _, height, width, channels = x.shape
+        g = channels // self.num_div
+        if g == 0:
+            return x
+        s = self.shift_pixel
+        parts = [
+            _shift_axis(x[..., 0:g], 2, width, -s),  # left
+            _shift_axis(x[..., g : 2 * g], 2, width, s),  # right
+            _shift_axis(x[..., 2 * g : 3 * g], 1, height, -s),  # up
+            _shift_axis(x[..., 3 * g : 4 * g], 1, height, s),  # down
+        ]
+        if 4 * g < channels:
+            parts.append(x[..., 4 * g :])
+        return keras.ops.concatenate(parts, axis=-1)
+
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
+        """The shift keeps the shape."""
+        return tuple(input_shape)
+
+    def get_config(self) -> dict:
+        """Constructor arguments only."""
+        return {**super().get_config(), "num_div": self.num_div, "shift_pixel": self.shift_pixel}
+
+
+def reference_partial_shift(x: np.ndarray, num_div: int, shift_pixel: int) -> np.ndarray:
+    """NumPy partial shift on NHWC written from the official ShiftViT code (slice assignment)."""
+    n, h, w, c = x.shape
+    g = c // num_div
+    s = shift_pixel
+    out = np.zeros_like(x)
+    if s < w:
+        out[:, :, : w - s, 0:g] = x[:, :, s:, 0:g]  # left: out[w] = x[w + s]
+        out[:, :, s:, g : 2 * g] = x[:, :, : w - s, g : 2 * g]  # right: out[w] = x[w - s]
+    if s < h:
+        out[:, : h - s, :, 2 * g : 3 * g] = x[:, s:, :, 2 * g : 3 * g]  # up: out[h] = x[h + s]
+        out[:, s:, :, 3 * g : 4 * g] = x[:, : h - s, :, 3 * g : 4 * g]  # down: out[h] = x[h - s]
+    out[..., 4 * g :] = x[..., 4 * g :]
+    return out

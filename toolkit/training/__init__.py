@@ -1,0 +1,1 @@
+"""Training: the warmup-cosine schedule, distribution strategies and the train loop."""

@@ -1,0 +1,226 @@
+"""`toolkit train`: build a preset, fit it on a dataset, write the run folder."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import keras
+
+from toolkit import atomic
+from toolkit.data import Dataset, check_labels, eval_dataset, load_data, train_dataset
+from toolkit.errors import UsageError
+from toolkit.evaluate import evaluate_model
+from toolkit.models import (
+    MODELS,
+    Preset,
+    build_model,
+    channel_stats,
+    count_macs,
+    get_preset,
+    preset_from_dict,
+)
+from toolkit.runfolder import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    HISTORY_FILE,
+    LABELS_FILE,
+    METRICS_FILE,
+    MODEL_FILE,
+    read_json,
+)
+from toolkit.training.schedule import WarmupCosine
+from toolkit.training.strategies import PRECISIONS, STRATEGIES
+from toolkit.versions import versions
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """Everything `toolkit train` takes; written to config.json so a run can be rebuilt."""
+
+    model: str
+    preset: str
+    data: str
+    epochs: int | None = None
+    batch_size: int | None = None
+    precision: str = "float32"
+    jit: bool = False
+    strategy: str = "default"
+    seed: int = 0
+
+
+def default_out(options: TrainOptions) -> Path:
+    """runs/<model>-<preset>-<UTC time>: a fresh folder per run."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{options.model}-{options.preset}-{stamp}"
+
+
+def _validate(options: TrainOptions) -> Preset:
+    preset = get_preset(options.model, options.preset)
+    if options.precision not in PRECISIONS:
+        raise UsageError(
+            f"unknown precision '{options.precision}': choose one of {', '.join(PRECISIONS)}"
+        )
+    if options.strategy not in STRATEGIES:
+        raise UsageError(
+            f"unknown strategy '{options.strategy}': choose one of {', '.join(STRATEGIES)}"
+        )
+    for name in ("epochs", "batch_size"):
+        value = getattr(options, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    train = preset.train
+    return replace(
+        preset,
+        train=replace(
+            train,
+            epochs=options.epochs or train.epochs,
+            batch_size=options.batch_size or train.batch_size,
+        ),
+    )
+
+
+def _compile(model: keras.Model, preset: Preset, steps_per_epoch: int, jit: bool) -> None:
+    recipe = preset.train
+    total = steps_per_epoch * recipe.epochs
+    schedule = WarmupCosine(
+        lr_start=recipe.lr_start,
+        lr_max=recipe.lr_max,
+        warmup_steps=int(total * recipe.warmup_fraction),
+        total_steps=total,
+    )
+    model.compile(
+        optimizer=keras.optimizers.AdamW(learning_rate=schedule, weight_decay=recipe.weight_decay),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[
+            keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
+            keras.metrics.SparseTopKCategoricalAccuracy(5, name="top5"),
+        ],
+        jit_compile=jit,
+    )
+
+
+def _run_config(options: TrainOptions, preset: Preset, data: Dataset, norm) -> dict:
+    return {
+        "options": options.__dict__,
+        "preset": preset.to_dict(),
+        "dataset": {
+            "name": data.name,
+            "synthetic": data.synthetic,
+            "image_shape": list(data.image_shape),
+            "num_classes": data.num_classes,
+            "splits": {
+                "train": len(data.y_train),
+                "val": len(data.y_val),
+                "test": len(data.y_test),
+            },
+        },
+        "preprocessing": MODELS[preset.model].preprocessing,
+        "norm_stats": None if norm is None else [norm[0].tolist(), norm[1].tolist()],
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "versions": versions(),
+    }
+
+
+def _prepare_folder(out: Path, options: TrainOptions, resume: bool) -> TrainOptions:
+    """Check the output folder before anything is written; on resume, reuse its options."""
+    if resume:
+        config_path = out / CONFIG_FILE
+        if not config_path.is_file():
+            raise UsageError(f"cannot resume: {out} has no {CONFIG_FILE}; start a new run instead")
+        if (out / METRICS_FILE).is_file():
+            raise UsageError(f"{out} already finished; start a new run with another --out")
+        stored = read_json(config_path)["options"]
+        return TrainOptions(**stored)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file: pass a folder path")
+    if out.exists() and any(out.iterdir()):
+        raise UsageError(
+            f"run folder {out} already exists: pass --resume to continue it or another --out"
+        )
+    return options
+
+
+def train(options: TrainOptions, out: Path | None = None, resume: bool = False) -> Path:
+    """Train per `options` into `out` (a new folder unless `resume`); return the run folder."""
+    if resume and out is None:
+        raise UsageError("--resume needs --out: the run folder to continue")
+    out = Path(out) if out is not None else default_out(options)
+    options = _prepare_folder(out, options, resume)
+    preset = _validate(options)
+    data = load_data(options.data, seed=options.seed)
+    check_labels(data, data.num_classes)
+    if len(data.y_train) < 1 or len(data.y_val) < 1 or len(data.y_test) < 1:
+        raise UsageError(f"dataset {options.data} is too small to split into train/val/test")
+
+    keras.utils.set_random_seed(options.seed)
+    previous_policy = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(options.precision)
+    try:
+        norm = None
+        if MODELS[preset.model].preprocessing == "normalize":
+            norm = channel_stats(data.x_train)
+        out.mkdir(parents=True, exist_ok=True)
+        if not resume:
+            atomic.write_json(out / CONFIG_FILE, _run_config(options, preset, data, norm))
+            atomic.write_text(out / LABELS_FILE, "\n".join(data.class_names) + "\n")
+        strategy = STRATEGIES[options.strategy]()
+        batch = preset.train.batch_size
+        steps = math.ceil(len(data.y_train) / batch)
+        with strategy.scope():
+            model = build_model(preset, data.image_shape, data.num_classes, norm_stats=norm)
+            _compile(model, preset, steps, options.jit)
+        callbacks = [
+            keras.callbacks.BackupAndRestore(str(out / CHECKPOINT_DIR)),
+            keras.callbacks.CSVLogger(str(out / HISTORY_FILE), append=resume),
+        ]
+        if preset.train.early_stopping_patience:
+            callbacks.append(
+                keras.callbacks.EarlyStopping(
+                    monitor="val_accuracy",
+                    mode="max",
+                    patience=preset.train.early_stopping_patience,
+                    restore_best_weights=True,
+                )
+            )
+        model.fit(
+            train_dataset(
+                data.x_train, data.y_train, batch, preset.train.augmentation, options.seed
+            ),
+            validation_data=eval_dataset(data.x_val, data.y_val, batch),
+            epochs=preset.train.epochs,
+            callbacks=callbacks,
+            shuffle=False,  # the tf.data pipeline shuffles, seeded
+            verbose=2,
+        )
+        test = evaluate_model(model, data.x_test, data.y_test, batch)
+        atomic.write_with(out / MODEL_FILE, model.save)
+        metrics = {
+            "test_top1": test["top1"],
+            "test_top5": test["top5"],
+            "test_samples": test["samples"],
+            "parameters": int(model.count_params()),
+            "macs_per_image": int(count_macs(model)),
+            "epochs_run": _epochs_logged(out / HISTORY_FILE),
+            "dataset": data.name,
+            "synthetic_data": data.synthetic,
+        }
+        atomic.write_json(out / METRICS_FILE, metrics)
+        shutil.rmtree(out / CHECKPOINT_DIR, ignore_errors=True)
+    finally:
+        keras.mixed_precision.set_global_policy(previous_policy)
+    return out
+
+
+def _epochs_logged(history: Path) -> int:
+    if not history.is_file():
+        return 0
+    return max(len(history.read_text().strip().splitlines()) - 1, 0)
+
+
+def rebuild_preset(config: dict) -> Preset:
+    """The Preset a run was trained with, from its config.json."""
+    return preset_from_dict(config["preset"])
