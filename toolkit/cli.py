@@ -87,6 +87,30 @@ def _run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_predict(p: argparse.ArgumentParser) -> None:
+    from toolkit import predict
+
+    predict.add_arguments(p)
+
+
+def _run_predict(args: argparse.Namespace) -> int:
+    from toolkit import predict
+
+    return predict.run(args)
+
+
+def _add_presets(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--classes", type=int, default=10, help="number of classes (default 10)")
+    p.add_argument("--resolution", type=int, default=32, help="input image size (default 32)")
+
+
+def _run_presets(args: argparse.Namespace) -> int:
+    from toolkit.models.table import preset_table
+
+    print(preset_table((args.resolution, args.resolution, 3), args.classes))
+    return 0
+
+
 @dataclass(frozen=True)
 class Command:
     help: str
@@ -98,6 +122,10 @@ COMMANDS: dict[str, Command] = {
     "train": Command("train a model into a run folder", _add_train, _run_train),
     "eval": Command("top-1/top-5 of a run on a test split", _add_eval, _run_eval),
     "demo": Command("tiny presets end to end on offline data", _add_demo, _run_demo),
+    "predict": Command(
+        "top-k classes of image files with any artifact", _add_predict, _run_predict
+    ),
+    "presets": Command("table of presets: parameters and MACs", _add_presets, _run_presets),
 }
 
 

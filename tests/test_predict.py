@@ -1,0 +1,139 @@
+"""`toolkit predict`: top-k output, image decoding and resizing, labels lookup, errors."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf2onnx
+
+from toolkit.data.images import load_image
+from toolkit.errors import UsageError
+from toolkit.models import build_model, get_preset
+from toolkit.predict import add_arguments, run, softmax
+
+NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+LINE = re.compile(r"^(?P<image>\S+): (?P<top>\S+ \d\.\d\d(, \S+ \d\.\d\d)*)$")
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory) -> tuple[keras.Model, Path]:
+    """RUN/model.keras, RUN/labels.txt, RUN/export/model.{tflite,onnx} and a few images."""
+    keras.utils.set_random_seed(1)
+    model = build_model(get_preset("shiftvit", "tiny"), (32, 32, 3), len(NAMES))
+    root = tmp_path_factory.mktemp("run")
+    model.save(root / "model.keras")
+    (root / "labels.txt").write_text("\n".join(NAMES) + "\n")
+    (root / "export").mkdir()
+    tflite = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    (root / "export" / "model.tflite").write_bytes(tflite)
+    signature = [tf.TensorSpec((None, 32, 32, 3), tf.float32, name="image")]
+    tf2onnx.convert.from_keras(
+        model, input_signature=signature, opset=17, output_path=str(root / "export/model.onnx")
+    )
+    rng = np.random.default_rng(0)
+    images = {  # name: (height, width, channels); decoded to RGB and resized to 32x32
+        "rgb.png": (32, 32, 3),
+        "gray.png": (50, 40, 1),
+        "rgba.png": (20, 24, 4),
+        "photo.jpg": (64, 48, 3),
+    }
+    for name, shape in images.items():
+        pixels = rng.integers(0, 256, shape, dtype=np.uint8)
+        encode = tf.io.encode_jpeg if name.endswith(".jpg") else tf.io.encode_png
+        tf.io.write_file(str(root / name), encode(pixels))
+    return model, root
+
+
+def predict(*argv: str | Path) -> None:
+    """Parse like the CLI will, then run; UsageError propagates."""
+    parser = argparse.ArgumentParser(prog="toolkit predict")
+    add_arguments(parser)
+    assert run(parser.parse_args([str(a) for a in argv])) == 0
+
+
+def parse(out: str) -> dict[str, list[tuple[str, float]]]:
+    """{image: [(class, probability), ...]} from predict's stdout, checking every line."""
+    result = {}
+    for line in out.splitlines():
+        match = LINE.match(line)
+        assert match, line
+        pairs = [item.rsplit(" ", 1) for item in match["top"].split(", ")]
+        result[match["image"]] = [(name, float(p)) for name, p in pairs]
+    return result
+
+
+def images_of(root: Path) -> list[Path]:
+    return sorted(root.glob("*.png")) + sorted(root.glob("*.jpg"))
+
+
+@pytest.mark.parametrize("artifact", ["model.keras", "export/model.tflite", "export/model.onnx"])
+def test_predict_top_k_with_labels(run_folder, artifact, capsys):
+    """Every artifact gives the Keras model's top classes; labels.txt found here or one up."""
+    model, root = run_folder
+    images = images_of(root)
+    predict(root / artifact, *images, "--top-k", "3")
+    result = parse(capsys.readouterr().out)
+    assert list(result) == [str(p) for p in images]
+    x = np.stack([load_image(p, 32) for p in images]).astype(np.float32)
+    expected = softmax(model.predict_on_batch(x))
+    for path, probabilities in zip(images, expected, strict=True):
+        top = result[str(path)]
+        assert [name for name, _ in top] == [NAMES[i] for i in np.argsort(-probabilities)[:3]]
+        np.testing.assert_allclose([p for _, p in top], np.sort(probabilities)[::-1][:3], atol=6e-3)
+
+
+def test_predict_without_labels_prints_indices_and_clips_k(run_folder, tmp_path, capsys):
+    alone = tmp_path / "a" / "b"
+    alone.mkdir(parents=True)
+    shutil.copy(run_folder[1] / "export" / "model.tflite", alone / "model.tflite")
+    image = run_folder[1] / "gray.png"
+    predict(alone / "model.tflite", image, "--top-k", "50", "--runtime", "litert")
+    top = parse(capsys.readouterr().out)[str(image)]
+    assert sorted(name for name, _ in top) == sorted(str(i) for i in range(10))
+    assert [p for _, p in top] == sorted((p for _, p in top), reverse=True)
+    assert abs(sum(p for _, p in top) - 1) < 0.05
+
+
+def test_predict_default_top_k_is_five(run_folder, capsys):
+    predict(run_folder[1] / "export" / "model.onnx", run_folder[1] / "rgb.png")
+    assert len(next(iter(parse(capsys.readouterr().out).values()))) == 5
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["TMP/missing.onnx", "RUN/rgb.png"], "missing.onnx not found"),
+        (["TMP/model.txt", "RUN/rgb.png"], "model.txt is not a .keras, .tflite, .onnx file"),
+        (["TMP/bad.tflite", "RUN/rgb.png"], "bad.tflite could not be loaded by litert"),
+        (["TMP/bad.onnx", "RUN/rgb.png"], "bad.onnx could not be loaded by ort-cpu"),
+        (["RUN/export/model.onnx", "TMP/bad.png"], "cannot decode image .*bad.png"),
+        (["RUN/export/model.onnx", "RUN/rgb.png", "TMP/no.jpg"], "cannot read image .*no.jpg"),
+        (["RUN/model.keras", "RUN/rgb.png", "--top-k", "0"], "--top-k must be at least 1"),
+        (["RUN/model.keras", "RUN/rgb.png", "--runtime", "litrt"], "did you mean 'litert'"),
+        (["RUN/export/model.onnx", "RUN/rgb.png", "--runtime", "keras"], "keras opens .keras"),
+    ],
+)
+def test_predict_errors(run_folder, tmp_path, argv, message, capsys):
+    """One-line UsageErrors naming the file, and nothing printed on stdout."""
+    for name in ("model.txt", "bad.tflite", "bad.onnx", "bad.png"):
+        (tmp_path / name).write_bytes(b"\x89PNG garbage")
+    folders = {"TMP": str(tmp_path), "RUN": str(run_folder[1])}
+    argv = [re.sub(r"^(TMP|RUN)", lambda m: folders[m[1]], a) for a in argv]
+    with pytest.raises(UsageError, match=message) as info:
+        predict(*argv)
+    assert "\n" not in str(info.value)
+    assert capsys.readouterr().out == ""
+
+
+def test_predict_rejects_labels_of_another_model(run_folder, tmp_path):
+    shutil.copy(run_folder[1] / "export" / "model.onnx", tmp_path / "model.onnx")
+    (tmp_path / "labels.txt").write_text("cat\ndog\n")
+    with pytest.raises(UsageError, match="labels.txt has 2 class names but the model has 10"):
+        predict(tmp_path / "model.onnx", run_folder[1] / "rgb.png")

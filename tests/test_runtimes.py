@@ -1,0 +1,205 @@
+"""Runtime adapters: every registry entry against Keras, int8 quantization, open_artifact errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf2onnx
+
+from toolkit.data.shapes import generate_shapes
+from toolkit.errors import UsageError
+from toolkit.models import build_model, get_preset
+from toolkit.runtimes import (
+    DEFAULT_RUNTIME,
+    RUNTIMES,
+    RuntimeOptions,
+    RuntimeUnavailable,
+    TensorSpec,
+    open_artifact,
+)
+from toolkit.runtimes.base import run_images, to_input, to_logits
+from toolkit.runtimes.litert import LiteRTSession, load_interpreter
+
+SHAPE = (32, 32, 3)
+CLASSES = 10
+MODELS = ("shiftvit", "vit-lsa")
+pytestmark = pytest.mark.filterwarnings("ignore:Statistics for quantized inputs:UserWarning")
+
+
+def convert_tflite(model: keras.Model, calibration: np.ndarray | None = None) -> bytes:
+    """fp32 TFLite (builtins only), or full-integer int8 with int8 input/output."""
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    if calibration is not None:
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = lambda: ([x[None]] for x in calibration)
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter.inference_input_type = tf.int8
+        converter.inference_output_type = tf.int8
+    return converter.convert()
+
+
+def write_artifacts(model: keras.Model, folder: Path, int8: bool = True) -> dict[str, Path]:
+    """model.keras, model.tflite, model.onnx and (optionally) model-int8.tflite in `folder`."""
+    paths = {s: folder / f"model{s}" for s in (".keras", ".tflite", ".onnx")}
+    model.save(paths[".keras"])
+    paths[".tflite"].write_bytes(convert_tflite(model))
+    signature = [tf.TensorSpec((None, *SHAPE), tf.float32, name="image")]
+    tf2onnx.convert.from_keras(
+        model, input_signature=signature, opset=17, output_path=str(paths[".onnx"])
+    )
+    if int8:
+        calibration = generate_shapes(8, seed=1)[0].astype(np.float32)
+        paths["int8"] = folder / "model-int8.tflite"
+        paths["int8"].write_bytes(convert_tflite(model, calibration))
+    return paths
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def artifacts(request, tmp_path_factory) -> tuple[keras.Model, dict[str, Path]]:
+    """A tiny untrained model of each family and its artifacts (no training needed)."""
+    keras.utils.set_random_seed(0)
+    model = build_model(get_preset(request.param, "tiny"), SHAPE, CLASSES)
+    return model, write_artifacts(model, tmp_path_factory.mktemp(request.param))
+
+
+def random_images(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (n, *SHAPE)).astype(np.float32)
+
+
+def test_registry_covers_every_suffix():
+    assert set(RUNTIMES) == {"keras", "litert", "ort-cpu", "ort-cuda"}
+    for name, entry in RUNTIMES.items():
+        assert entry.name == name and entry.description
+    for suffix, name in DEFAULT_RUNTIME.items():
+        assert suffix in RUNTIMES[name].suffixes
+    assert RUNTIMES["keras"].unavailable() is None
+    assert RUNTIMES["litert"].unavailable() is None
+    assert RUNTIMES["ort-cpu"].unavailable() is None
+
+
+@pytest.mark.parametrize("runtime", list(RUNTIMES))
+def test_runtime_matches_keras(artifacts, runtime):
+    """fp32 logits of every runtime match the in-memory Keras model within 1e-4."""
+    model, paths = artifacts
+    entry = RUNTIMES[runtime]
+    if (reason := entry.unavailable()) is not None:
+        pytest.skip(reason)
+    session = open_artifact(paths[entry.suffixes[0]], runtime, RuntimeOptions(threads=2))
+    assert session.runtime == runtime and session.providers
+    assert session.input == TensorSpec(session.input.name, (None, *SHAPE), "float32")
+    assert session.output == TensorSpec(session.output.name, (None, CLASSES), "float32")
+    for batch in (1, 5, 1):
+        x = random_images(batch, seed=batch)
+        logits = session.run(x)
+        assert logits.dtype == np.float32 and logits.shape == (batch, CLASSES)
+        np.testing.assert_allclose(logits, model.predict_on_batch(x), rtol=0, atol=1e-4)
+    assert session.run(x[:0]).shape == (0, CLASSES)
+
+
+def test_default_runtimes_and_providers(artifacts):
+    _, paths = artifacts
+    assert open_artifact(paths[".onnx"]).providers == ["CPUExecutionProvider"]
+    litert = open_artifact(paths[".tflite"])
+    assert litert.runtime == "litert" and litert.providers[0] == "XNNPACK"
+    assert open_artifact(paths[".keras"]).runtime == "keras"
+
+
+def test_litert_without_signature_resizes_batch(artifacts):
+    """The input/output-details path (models without a serving_default signature)."""
+    model, paths = artifacts
+    session = LiteRTSession(load_interpreter(paths[".tflite"], RuntimeOptions()), Path("m"), None)
+    assert session.input.shape == (None, *SHAPE)
+    for batch in (5, 2, 5):
+        x = random_images(batch, seed=batch)
+        np.testing.assert_allclose(session.run(x), model.predict_on_batch(x), atol=1e-4)
+
+
+def test_int8_tflite_close_to_keras(artifacts):
+    """int8 in and out, quantized like an app would; loose bounds from untrained tiny models.
+
+    Measured on 64 shape images (seeds 0 and 1, 8 or 32 calibration images): ShiftViT
+    correlation >= 0.994, mean |error| <= 0.08 x std(logits), top-1 agreement >= 0.92;
+    ViT-LSA (more sensitive: untrained logits are near-ties) >= 0.92, <= 0.31 and >= 0.78.
+    """
+    model, paths = artifacts
+    session = open_artifact(paths["int8"])
+    for spec in (session.input, session.output):
+        assert spec.dtype == "int8" and spec.scale > 0 and -128 <= spec.zero_point <= 127
+    x = generate_shapes(64, seed=2)[0].astype(np.float32)
+    logits, reference = session.run(x), model.predict_on_batch(x)
+    assert logits.dtype == np.float32
+    assert np.corrcoef(logits.ravel(), reference.ravel())[0, 1] > 0.85
+    assert np.abs(logits - reference).mean() < 0.45 * reference.std()
+    assert (logits.argmax(1) == reference.argmax(1)).mean() >= 0.65
+
+
+def test_quantize_and_dequantize_like_an_app():
+    spec = TensorSpec("image", (None, 2), "int8", scale=2.0, zero_point=-10)
+    q = to_input(np.array([[0.0, 3.0], [300.0, -400.0]], np.float32), spec)
+    assert q.dtype == np.int8 and q.tolist() == [[-10, -8], [127, -128]]
+    np.testing.assert_array_equal(to_logits(q, spec), [[0.0, 4.0], [274.0, -236.0]])
+    raw = TensorSpec("image", (None, 1), "uint8")  # no scale: raw pixel values
+    assert to_input(np.array([[254.6]]), raw).tolist() == [[255]]
+
+
+def test_fixed_batch_models_run_in_chunks():
+    seen = []
+
+    def call(x: np.ndarray) -> np.ndarray:
+        seen.append(len(x))
+        return x.reshape(len(x), -1).sum(axis=1, keepdims=True)
+
+    spec = TensorSpec("x", (2, 3), "float32")
+    out = run_images(call, np.ones((5, 3), np.float32), spec, TensorSpec("y", (2, 1), "float32"))
+    assert seen == [2, 2, 2] and out[:, 0].tolist() == [3.0] * 5
+    with pytest.raises(ValueError, match="do not fit"):
+        run_images(call, np.ones((5, 4), np.float32), spec, spec)
+
+
+def test_ort_cuda_never_answers_with_cpu(artifacts):
+    """Where CUDA is missing, ort-cuda raises instead of quietly running on the CPU."""
+    _, paths = artifacts
+    entry = RUNTIMES["ort-cuda"]
+    reason = entry.unavailable()
+    if reason is None:
+        session = open_artifact(paths[".onnx"], "ort-cuda")
+        assert session.providers[0] == "CUDAExecutionProvider"
+        return
+    assert "ort-cuda" in reason and "\n" not in reason
+    with pytest.raises(RuntimeUnavailable, match="ort-cuda"):
+        open_artifact(paths[".onnx"], "ort-cuda")
+    with pytest.raises(RuntimeUnavailable, match="CUDA") as info:  # the adapter's own check
+        entry.open(paths[".onnx"], RuntimeOptions())
+    assert isinstance(info.value, UsageError) and info.value.reason == str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "runtime", "message"),
+    [
+        ("missing.onnx", None, None, "missing.onnx not found"),
+        ("model.pb", b"x", None, "model.pb is not a .keras, .tflite, .onnx file"),
+        ("bad.tflite", b"not a flatbuffer", None, "bad.tflite could not be loaded by litert"),
+        ("bad.onnx", b"not a protobuf", None, "bad.onnx could not be loaded by ort-cpu"),
+        ("bad.keras", b"not a zip", None, "bad.keras is not a valid .keras file"),
+        ("m.onnx", b"x", "litert", "litert opens .tflite files, not .*use --runtime ort-cpu"),
+        ("m.onnx", b"x", "ort-cpo", "unknown runtime 'ort-cpo': did you mean 'ort-cpu'"),
+        ("m.onnx", b"x", "tensorrt", "unknown runtime 'tensorrt': choose one of keras"),
+    ],
+)
+def test_open_artifact_errors(tmp_path, name, content, runtime, message):
+    if content is not None:
+        (tmp_path / name).write_bytes(content)
+    with pytest.raises(UsageError, match=message) as info:
+        open_artifact(tmp_path / name, runtime)
+    assert "\n" not in str(info.value)
+
+
+def test_open_artifact_rejects_folders_and_bad_threads(artifacts, tmp_path):
+    with pytest.raises(UsageError, match="is a folder"):
+        open_artifact(tmp_path)
+    with pytest.raises(UsageError, match="threads must be at least 1"):
+        open_artifact(artifacts[1][".tflite"], options=RuntimeOptions(threads=0))

@@ -1,0 +1,85 @@
+"""`toolkit predict`: top-k classes of image files from a .keras, .onnx or .tflite artifact."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from toolkit.errors import UsageError
+from toolkit.runtimes import RUNTIMES, TensorSpec, open_artifact
+
+LABELS_FILE = "labels.txt"
+BATCH = 64  # images per run call, to bound memory on long file lists
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `toolkit predict`."""
+    parser.add_argument("artifact", type=Path, help="model file: .keras, .onnx or .tflite")
+    parser.add_argument("images", type=Path, nargs="+", help="PNG/JPEG files of any size")
+    parser.add_argument("--top-k", type=int, default=5, help="classes per image (default 5)")
+    parser.add_argument(
+        "--runtime",
+        help=f"one of {', '.join(RUNTIMES)} (default: by suffix, .onnx -> ort-cpu)",
+    )
+
+
+def find_labels(artifact: Path, num_classes: int) -> list[str]:
+    """Class names from labels.txt next to the artifact or in its parent, else the indices."""
+    folder = artifact.absolute().parent
+    for candidate in (folder / LABELS_FILE, folder.parent / LABELS_FILE):
+        if candidate.is_file():
+            names = candidate.read_text().splitlines()
+            if len(names) != num_classes:
+                raise UsageError(
+                    f"{candidate} has {len(names)} class names but the model has "
+                    f"{num_classes} classes: fix or remove {candidate}"
+                )
+            return names
+    return [str(i) for i in range(num_classes)]
+
+
+def image_size(spec: TensorSpec, artifact: Path) -> int:
+    """The square H = W of an NHWC RGB input, which load_image resizes to."""
+    shape = spec.shape
+    if len(shape) != 4 or shape[3] != 3 or shape[1] is None or shape[1] != shape[2]:
+        raise UsageError(
+            f"{artifact} takes input {shape}: predict needs square NHWC RGB images "
+            "(batch, size, size, 3) of a fixed size"
+        )
+    return shape[1]
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax, in float64 for stability."""
+    z = logits.astype(np.float64) - logits.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def format_top_k(probabilities: np.ndarray, names: list[str], k: int) -> str:
+    """'name p, name p, ...' for the k most probable classes (ties: lower index first)."""
+    order = np.argsort(-probabilities, kind="stable")[:k]
+    return ", ".join(f"{names[i]} {probabilities[i]:.2f}" for i in order)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print, per image, its top-k classes with softmax probabilities."""
+    from toolkit.data.images import load_image
+
+    if args.top_k < 1:
+        raise UsageError(f"--top-k must be at least 1, not {args.top_k}")
+    session = open_artifact(args.artifact, args.runtime)
+    size = image_size(session.input, args.artifact)
+    images = np.stack([load_image(path, size) for path in args.images])
+    logits = np.concatenate(
+        [
+            session.run(images[i : i + BATCH].astype(np.float32))
+            for i in range(0, len(images), BATCH)
+        ]
+    )
+    names = find_labels(args.artifact, logits.shape[-1])
+    for path, probabilities in zip(args.images, softmax(logits), strict=True):
+        print(f"{path}: {format_top_k(probabilities, names, args.top_k)}")
+    return 0

@@ -1,0 +1,109 @@
+"""Runtime adapters (Keras, LiteRT, ONNX Runtime) behind one interface, and `open_artifact`."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from toolkit.errors import UsageError
+from toolkit.runtimes.base import (
+    Runtime,
+    RuntimeOptions,
+    RuntimeUnavailable,
+    Session,
+    TensorSpec,
+)
+from toolkit.runtimes.keras_runtime import open_keras
+from toolkit.runtimes.litert import litert_unavailable, open_litert
+from toolkit.runtimes.onnxruntime import (
+    open_ort_cpu,
+    open_ort_cuda,
+    ort_cpu_unavailable,
+    ort_cuda_unavailable,
+)
+
+RUNTIMES: dict[str, Runtime] = {
+    r.name: r
+    for r in (
+        Runtime("keras", (".keras",), open_keras, description="Keras 3 on TensorFlow"),
+        Runtime(
+            "litert", (".tflite",), open_litert, litert_unavailable, "LiteRT interpreter, XNNPACK"
+        ),
+        Runtime("ort-cpu", (".onnx",), open_ort_cpu, ort_cpu_unavailable, "ONNX Runtime, CPU"),
+        Runtime("ort-cuda", (".onnx",), open_ort_cuda, ort_cuda_unavailable, "ONNX Runtime, CUDA"),
+    )
+}
+DEFAULT_RUNTIME: dict[str, str] = {".keras": "keras", ".tflite": "litert", ".onnx": "ort-cpu"}
+DEFAULT_OPTIONS = RuntimeOptions()
+
+__all__ = [
+    "DEFAULT_OPTIONS",
+    "DEFAULT_RUNTIME",
+    "RUNTIMES",
+    "Runtime",
+    "RuntimeOptions",
+    "RuntimeUnavailable",
+    "Session",
+    "TensorSpec",
+    "get_runtime",
+    "open_artifact",
+]
+
+
+def get_runtime(name: str) -> Runtime:
+    """The registry entry `name`; a UsageError with a "did you mean" for a near miss."""
+    if name in RUNTIMES:
+        return RUNTIMES[name]
+    close = difflib.get_close_matches(name, RUNTIMES, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    raise UsageError(f"unknown runtime '{name}': {hint}choose one of {', '.join(RUNTIMES)}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _check_file(path: Path) -> str:
+    """The artifact's suffix, after checking that it is a file of a known kind."""
+    kinds = ", ".join(DEFAULT_RUNTIME)
+    if path.is_dir():
+        raise UsageError(
+            f"{path} is a folder: pass a model file ({kinds}) such as {path}/model.keras"
+        )
+    if not path.is_file():
+        raise UsageError(f"{path} not found: pass an existing {kinds} file")
+    suffix = path.suffix.lower()
+    if suffix not in DEFAULT_RUNTIME:
+        raise UsageError(
+            f"{path} is not a {kinds} file: pass a model artifact of one of those kinds"
+        )
+    return suffix
+
+
+def open_artifact(
+    path: str | Path, runtime: str | None = None, options: RuntimeOptions = DEFAULT_OPTIONS
+) -> Session:
+    """Open `path` in `runtime` (default: by suffix); bad input is a one-line UsageError."""
+    path = Path(path)
+    suffix = _check_file(path)
+    entry = get_runtime(runtime or DEFAULT_RUNTIME[suffix])
+    if suffix not in entry.suffixes:
+        fits = [r.name for r in RUNTIMES.values() if suffix in r.suffixes]
+        raise UsageError(
+            f"runtime {entry.name} opens {', '.join(entry.suffixes)} files, not {path}: "
+            f"use --runtime {' or '.join(fits)}"
+        )
+    if options.threads is not None and options.threads < 1:
+        raise UsageError(f"threads must be at least 1, not {options.threads}")
+    if (reason := entry.unavailable()) is not None:
+        raise RuntimeUnavailable(reason)
+    try:
+        return entry.open(path, options)
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (any loader failure means the file is unusable)
+        raise UsageError(
+            f"{path} could not be loaded by {entry.name} ({_first_line(exc)}): the file is "
+            f"corrupt or not a {suffix} model; export it again"
+        ) from exc

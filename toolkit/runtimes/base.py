@@ -1,0 +1,145 @@
+"""The runtime adapter interface shared by predict, verify and bench.
+
+An adapter opens an artifact (.keras, .onnx, .tflite) and runs it on raw images the way an
+app would: float32 0-255 RGB NHWC in, float32 logits out (quantized outputs dequantized).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+import numpy as np
+
+from toolkit.errors import UsageError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One model input or output as an app developer codes against it."""
+
+    name: str
+    shape: tuple[int | None, ...]
+    dtype: str
+    scale: float | None = None  # quantized tensors: real = scale * (q - zero_point)
+    zero_point: int | None = None
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """Knobs a runtime may take; an adapter ignores the ones it has no use for."""
+
+    threads: int | None = None
+
+
+class Session(Protocol):
+    """An artifact loaded in one runtime."""
+
+    runtime: str
+    input: TensorSpec
+    output: TensorSpec
+    providers: list[str]  # what really executes it, e.g. ORT providers or "XNNPACK"
+
+    def run(self, images: np.ndarray) -> np.ndarray:
+        """(N, H, W, 3) float32 0-255 -> (N, classes) float32 logits."""
+        ...
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A registry entry: how to open artifacts of some suffixes, and whether it can run here."""
+
+    name: str
+    suffixes: tuple[str, ...]
+    open: Callable[[Path, RuntimeOptions], Session]
+    unavailable: Callable[[], str | None] = field(default=lambda: None)  # reason, or None
+    description: str = ""
+
+
+class RuntimeUnavailable(UsageError):
+    """The runtime cannot run here (package, driver or device missing); `reason` says why."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def to_input(images: np.ndarray, spec: TensorSpec) -> np.ndarray:
+    """Float 0-255 images in the input's dtype; integer inputs quantized as an app would."""
+    dtype = np.dtype(spec.dtype)
+    if not np.issubdtype(dtype, np.integer):
+        return np.ascontiguousarray(images, dtype=dtype)
+    scale, zero_point = spec.scale or 1.0, spec.zero_point or 0
+    info = np.iinfo(dtype)
+    q = np.round(np.asarray(images, np.float32) / scale + zero_point)
+    return np.clip(q, info.min, info.max).astype(dtype)
+
+
+def to_logits(outputs: np.ndarray, spec: TensorSpec) -> np.ndarray:
+    """float32 logits from a raw output; quantized outputs are dequantized."""
+    if not np.issubdtype(np.dtype(spec.dtype), np.integer):
+        return np.asarray(outputs, np.float32)
+    scale, zero_point = spec.scale or 1.0, spec.zero_point or 0
+    return ((np.asarray(outputs, np.float32) - zero_point) * scale).astype(np.float32)
+
+
+def run_images(
+    call: Callable[[np.ndarray], np.ndarray],
+    images: np.ndarray,
+    input_spec: TensorSpec,
+    output_spec: TensorSpec,
+) -> np.ndarray:
+    """Check images against the input, convert, `call` once (or per fixed batch), dequantize."""
+    images = np.asarray(images)
+    expected = input_spec.shape[1:]
+    if images.ndim != len(input_spec.shape) or any(
+        e is not None and e != got for e, got in zip(expected, images.shape[1:], strict=True)
+    ):
+        raise ValueError(f"images of shape {images.shape} do not fit input {input_spec.shape}")
+    if len(images) == 0:
+        return np.zeros((0, *(d or 0 for d in output_spec.shape[1:])), np.float32)
+    x = to_input(images, input_spec)
+    batch = input_spec.shape[0]
+    if batch is None or len(x) == batch:
+        return to_logits(call(x), output_spec)
+    chunks = []
+    for start in range(0, len(x), batch):  # a fixed-batch model: run it the way an app would
+        chunk = x[start : start + batch]
+        pad = np.zeros((batch - len(chunk), *chunk.shape[1:]), chunk.dtype)
+        chunks.append(call(np.concatenate([chunk, pad]))[: len(chunk)])
+    return to_logits(np.concatenate(chunks), output_spec)
+
+
+@contextmanager
+def native_stderr() -> Iterator[list[str]]:
+    """Keep native libraries' log lines (fd 2) off the terminal; the list gets them at exit."""
+    lines: list[str] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            log.seek(0)
+            lines.extend(log.read().decode(errors="replace").splitlines())
+
+
+def only(items: Sequence[T], what: str, path: Path) -> T:
+    """The single input or output of a model; image classifiers here have exactly one."""
+    if len(items) != 1:
+        raise UsageError(
+            f"{path} has {len(items)} {what}s: toolkit runs image classifiers with one input "
+            "and one output; export the model again"
+        )
+    return items[0]
