@@ -28,7 +28,7 @@ def test_train_writes_a_complete_run_folder(tmp_path):
         assert (out / name).is_file(), name
     assert not (out / "checkpoint").exists()
     config = json.loads((out / "config.json").read_text())
-    assert preset_from_dict(config["preset"]).arch.dim == 24
+    assert preset_from_dict(config["preset"]).arch.dim == 32
     assert config["options"]["data"] == "shapes:400"
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics) >= {"test_top1", "test_top5", "parameters", "macs_per_image"}

@@ -87,6 +87,18 @@ def _run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_export(p: argparse.ArgumentParser) -> None:
+    from export import command
+
+    command.add_arguments(p)
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from export import command
+
+    return command.run(args)
+
+
 def _add_predict(p: argparse.ArgumentParser) -> None:
     from toolkit import predict
 
@@ -122,6 +134,7 @@ COMMANDS: dict[str, Command] = {
     "train": Command("train a model into a run folder", _add_train, _run_train),
     "eval": Command("top-1/top-5 of a run on a test split", _add_eval, _run_eval),
     "demo": Command("tiny presets end to end on offline data", _add_demo, _run_demo),
+    "export": Command("ONNX and TFLite artifacts of a run", _add_export, _run_export),
     "predict": Command(
         "top-k classes of image files with any artifact", _add_predict, _run_predict
     ),

@@ -5,16 +5,21 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from toolkit.data import load_data
 from toolkit.evaluate import evaluate_run
 from toolkit.training.train import TrainOptions, train
 
 DEMO_MODELS = ("shiftvit", "vit-lsa")
+RUN_FILES = ("model.keras", "config.json", "history.csv", "metrics.json", "labels.txt")
 
 
 def run_demo(data: str = "shapes", out: Path | None = None, epochs: int | None = None) -> Path:
-    """Train and evaluate each demo model at the tiny preset; return the demo folder."""
+    """Train, evaluate and export each demo model at the tiny preset; return the demo folder."""
+    from export import export_run
+
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     root = Path(out) if out is not None else Path("runs") / f"demo-{stamp}"
+    calib_samples = min(500, len(load_data(data).y_train))
     for model in DEMO_MODELS:
         run_dir = root / model
         print(f"== {model}: training the tiny preset on {data}", flush=True)
@@ -25,7 +30,13 @@ def run_demo(data: str = "shapes", out: Path | None = None, epochs: int | None =
             f"on {result['samples']} images",
             flush=True,
         )
+        print(f"== {model}: exporting every format ({calib_samples} calibration images)")
+        manifest = export_run(run_dir, "all", calib_samples=calib_samples)
         print(f"   run folder: {run_dir}")
-        for name in ("model.keras", "config.json", "history.csv", "metrics.json", "labels.txt"):
-            print(f"   {name:13s} -> {run_dir / name}")
+        for name in RUN_FILES:
+            print(f"   {name:22s} -> {run_dir / name}")
+        for fmt, entry in manifest["artifacts"].items():
+            size = entry["size_bytes"] / 1024
+            print(f"   {fmt:22s} -> {run_dir / 'export' / entry['file']} ({size:.0f} KB)")
+        print(f"   {'model.json':22s} -> {run_dir / 'export' / 'model.json'}")
     return root

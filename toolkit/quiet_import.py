@@ -1,30 +1,21 @@
-"""Import TensorFlow without the C++ log lines it prints before logging is initialised.
+"""Import TensorFlow without the C++ log lines it prints before its logging is initialised.
 
-TensorFlow 2.21 writes "Could not find cuda drivers ..." and "failed call to cuInit" to the
-process' stderr on every CPU-only machine, ignoring TF_CPP_MIN_LOG_LEVEL; they would break the
-CLI's one-line errors. Devices are therefore probed inside the quiet block too. Python-level
-errors are unaffected. Set TF_CPP_MIN_LOG_LEVEL=0 to see TensorFlow's own diagnostics.
+TensorFlow 2.21 prints "Could not find cuda drivers ..." and "failed call to cuInit" on every
+CPU-only machine, ignoring TF_CPP_MIN_LOG_LEVEL, so devices are probed inside the quiet block.
 """
 
 from __future__ import annotations
 
-import os
 import sys
+
+from toolkit.native_logs import captured_native_stderr
 
 
 def import_tensorflow_quietly() -> None:
-    """Import tensorflow and probe devices with fd 2 on /dev/null, unless TF logs are wanted."""
-    if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2") < "2":
+    """Import tensorflow and probe its devices with native stderr captured."""
+    if "tensorflow" in sys.modules:
         return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
+    with captured_native_stderr():
         import tensorflow
 
         tensorflow.config.list_physical_devices()
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)

@@ -105,7 +105,7 @@ _SHIFTVIT = {
         replace(_SHIFTVIT_SEED_TRAIN, batch_size=128, epochs=30, lr_max=2e-3),
     ),
     "tiny": (
-        ShiftViTArch(image_size=32, dim=24, depths=(1, 1, 2, 1), drop_path=0.0, dropout=0.0),
+        ShiftViTArch(image_size=32, dim=32, depths=(1, 1, 2, 1), drop_path=0.0, dropout=0.0),
         replace(
             _SHIFTVIT_SEED_TRAIN,
             batch_size=64,
@@ -137,13 +137,13 @@ _VIT = {
         ViTArch(
             image_size=32,
             patch_size=4,
-            dim=32,
+            dim=48,
             depth=2,
             num_heads=2,
-            key_dim=16,
-            mlp_units=(64, 32),
+            key_dim=24,
+            mlp_units=(96, 48),
             dropout=0.0,
-            head_units=(64,),
+            head_units=(128,),
             head_dropout=0.1,
         ),
         replace(

@@ -6,11 +6,7 @@ app would: float32 0-255 RGB NHWC in, float32 logits out (quantized outputs dequ
 
 from __future__ import annotations
 
-import os
-import sys
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -116,23 +112,6 @@ def run_images(
         pad = np.zeros((batch - len(chunk), *chunk.shape[1:]), chunk.dtype)
         chunks.append(call(np.concatenate([chunk, pad]))[: len(chunk)])
     return to_logits(np.concatenate(chunks), output_spec)
-
-
-@contextmanager
-def native_stderr() -> Iterator[list[str]]:
-    """Keep native libraries' log lines (fd 2) off the terminal; the list gets them at exit."""
-    lines: list[str] = []
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as log:
-        os.dup2(log.fileno(), 2)
-        try:
-            yield lines
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            log.seek(0)
-            lines.extend(log.read().decode(errors="replace").splitlines())
 
 
 def only(items: Sequence[T], what: str, path: Path) -> T:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.runtimes.base import RuntimeOptions, TensorSpec, native_stderr, only, run_images
+from toolkit.native_logs import captured_native_stderr
+from toolkit.runtimes.base import RuntimeOptions, TensorSpec, only, run_images
 
 SIGNATURE = "serving_default"
 
@@ -74,7 +75,7 @@ class LiteRTSession:
     def _invoke(self, x: np.ndarray) -> np.ndarray:
         """set_tensor/invoke/get_tensor, resizing the input first when the batch changes."""
         if x.shape != self._shape:
-            with native_stderr():
+            with captured_native_stderr():
                 self.interpreter.resize_tensor_input(self._index[0], x.shape)
                 self.interpreter.allocate_tensors()
             self._shape = x.shape
@@ -91,7 +92,7 @@ def load_interpreter(path: Path, options: RuntimeOptions):
     """ai_edge_litert Interpreter with `options.threads`, tensors allocated (delegate applied)."""
     from ai_edge_litert.interpreter import Interpreter
 
-    with native_stderr():  # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU."
+    with captured_native_stderr():  # "INFO: Created TensorFlow Lite XNNPACK delegate for CPU."
         interpreter = Interpreter(model_path=str(path), num_threads=options.threads)
         interpreter.allocate_tensors()
     return interpreter

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
+from toolkit.native_logs import captured_native_stderr
 from toolkit.runtimes.base import (
     RuntimeOptions,
     RuntimeUnavailable,
     TensorSpec,
-    native_stderr,
     only,
     run_images,
 )
@@ -56,7 +56,7 @@ def _session(model: str | bytes, options: RuntimeOptions, providers: list[str]):
     session_options.log_severity_level = 3  # errors only ("nodes not assigned to ..." is noise)
     if options.threads:
         session_options.intra_op_num_threads = options.threads
-    with native_stderr() as log:
+    with captured_native_stderr() as log:
         session = ort.InferenceSession(model, sess_options=session_options, providers=providers)
     return session, log
 

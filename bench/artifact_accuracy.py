@@ -1,0 +1,78 @@
+"""Top-1 of every exported artifact of a run against its Keras model, on held-out images.
+
+    python -m bench.artifact_accuracy RUN [--data SPEC] [--batch N]
+
+Uses the test split of the run's data (never seen in training nor in int8 calibration, which
+draws from the train split) unless --data names another spec; prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from toolkit.data import load_data
+from toolkit.errors import UsageError
+from toolkit.runfolder import MODEL_FILE, open_run
+from toolkit.runtimes import open_artifact
+
+
+def _logits(path: Path, images: np.ndarray, batch: int) -> np.ndarray:
+    session = open_artifact(path)
+    return np.concatenate(
+        [session.run(images[i : i + batch]) for i in range(0, len(images), batch)]
+    )
+
+
+def measure(run_dir: Path, data_spec: str | None = None, batch: int = 64) -> list[dict]:
+    """One row per artifact: top-1, delta to Keras, top-1 agreement, logits max abs error."""
+    run = open_run(run_dir)
+    options = run.config["options"]
+    data = load_data(data_spec or options["data"], seed=options["seed"])
+    images, labels = data.x_test.astype(np.float32), data.y_test
+    reference = _logits(run.path / MODEL_FILE, images, batch)
+    ref_top1 = float(np.mean(reference.argmax(1) == labels))
+    manifest = json.loads((run.path / "export" / "model.json").read_text())
+    rows = [{"artifact": "model.keras", "format": "keras", "top1": ref_top1, "delta": 0.0,
+             "agreement": 1.0, "max_abs": 0.0}]  # fmt: skip
+    for fmt, entry in manifest["artifacts"].items():
+        logits = _logits(run.path / "export" / entry["file"], images, batch)
+        top1 = float(np.mean(logits.argmax(1) == labels))
+        rows.append({
+            "artifact": entry["file"],
+            "format": fmt,
+            "top1": top1,
+            "delta": top1 - ref_top1,
+            "agreement": float(np.mean(logits.argmax(1) == reference.argmax(1))),
+            "max_abs": float(np.max(np.abs(logits - reference))),
+        })  # fmt: skip
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path)
+    parser.add_argument("--data", help="data spec (default: the run's); its test split is used")
+    parser.add_argument("--batch", type=int, default=64)
+    args = parser.parse_args(argv)
+    try:
+        rows = measure(args.run, args.data, args.batch)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("| format | file | top-1 | delta vs Keras (points) | top-1 agreement | logits max abs |")
+    print("|---|---|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['format']} | {r['artifact']} | {r['top1']:.2%} | {100 * r['delta']:+.2f} "
+            f"| {r['agreement']:.2%} | {r['max_abs']:.2e} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

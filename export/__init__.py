@@ -1,0 +1,10 @@
+"""Export a run's model to ONNX and TFLite artifacts with a model.json manifest."""
+
+import toolkit  # noqa: F401  (Keras backend, custom layers, quiet TensorFlow import: first)
+
+# isort: split
+from export.errors import ExportError
+from export.formats import FORMATS, Format, format_table_markdown
+from export.pipeline import export_run
+
+__all__ = ["FORMATS", "ExportError", "Format", "export_run", "format_table_markdown"]

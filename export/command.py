@@ -1,0 +1,72 @@
+"""`toolkit export RUN --format FMT[,FMT...]|all`: arguments and runner for the CLI table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from export.calibration import DEFAULT_CALIB_SAMPLES
+from export.errors import ExportError
+from export.formats import ALL, FORMATS, parse_formats
+from export.pipeline import DEFAULT_OPSET, EXPORT_DIR, export_run
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of `toolkit export`."""
+    p.add_argument("run", type=Path, metavar="RUN", help="run folder written by `toolkit train`")
+    p.add_argument(
+        "--format",
+        required=True,
+        metavar="FMT[,FMT...]|all",
+        help=f"comma-separated: {', '.join(FORMATS)}; or {ALL}",
+    )
+    p.add_argument(
+        "--calib-data",
+        metavar="SPEC",
+        help="int8 formats: data spec whose train split calibrates (default: the run's data)",
+    )
+    p.add_argument(
+        "--calib-samples",
+        type=int,
+        metavar="N",
+        help=f"int8 formats: calibration images (default {DEFAULT_CALIB_SAMPLES})",
+    )
+    p.add_argument(
+        "--opset",
+        type=int,
+        metavar="N",
+        help=f"ONNX formats: opset >= 17 (default {DEFAULT_OPSET})",
+    )
+    p.add_argument(
+        "--out", type=Path, metavar="DIR", help=f"export folder (default RUN/{EXPORT_DIR})"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Export, then print one row per format and the export folder."""
+    try:
+        manifest = export_run(
+            args.run,
+            args.format,
+            calib_data=args.calib_data,
+            calib_samples=args.calib_samples,
+            opset=args.opset,
+            out=args.out,
+        )
+    except ExportError as exc:
+        print(f"toolkit: export failed: {exc}", file=sys.stderr)
+        return 1
+    out = args.out if args.out is not None else args.run / EXPORT_DIR
+    rows = [("format", "file", "size (KB)", "seconds")]
+    for name in parse_formats(args.format):
+        entry = manifest["artifacts"][name]
+        size = f"{entry['size_bytes'] / 1024:.1f}"
+        rows.append((name, entry["file"], size, f"{entry['export_seconds']:.1f}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for row in rows:
+        left = [cell.ljust(w) for cell, w in zip(row[:2], widths[:2], strict=True)]
+        right = [cell.rjust(w) for cell, w in zip(row[2:], widths[2:], strict=True)]
+        print("  ".join(left + right))
+    print(f"export folder: {out} (model.json, labels.txt)")
+    return 0

@@ -1,0 +1,112 @@
+"""float32 ONNX through tf2onnx: opset >= 17, dynamic batch, `image` -> `logits`, metadata."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import keras
+import onnx
+import tf2onnx
+from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+import toolkit
+from export.errors import ExportError
+from export.oplist import STANDARD_ONNX_DOMAINS, forbidden_ops, onnx_ops
+from export.signature import INPUT_NAME, OUTPUT_NAME, serving_function
+from export.source import ExportSource
+from toolkit.native_logs import captured_native_stderr
+
+MIN_OPSET = 17
+MAX_OPSET = max(tf2onnx.constants.OPSET_TO_IR_VERSION)  # the newest opset tf2onnx can target
+BATCH_DIM = "batch"
+
+
+def keras_to_onnx(
+    model: keras.Model, input_shape: tuple[int, int, int], opset: int
+) -> onnx.ModelProto:
+    """Freeze the serving function (weights and captured constants) and convert it with tf2onnx."""
+    concrete = serving_function(model, input_shape).get_concrete_function()
+    with captured_native_stderr():
+        frozen = convert_variables_to_constants_v2(
+            concrete, lower_control_flow=False, aggressive_inlining=True
+        )
+        if len(frozen.inputs) != 1 or len(frozen.outputs) != 1:
+            raise ExportError(
+                f"the frozen model has inputs {[t.name for t in frozen.inputs]} and outputs "
+                f"{[t.name for t in frozen.outputs]}; expected one image input and one output"
+            )
+        tf_in, tf_out = frozen.inputs[0].name, frozen.outputs[0].name
+        proto, _ = tf2onnx.convert.from_graph_def(
+            frozen.graph.as_graph_def(add_shapes=True),
+            name=model.name,
+            input_names=[tf_in],
+            output_names=[tf_out],
+            opset=opset,
+            tensors_to_rename={tf_in: INPUT_NAME, tf_out: OUTPUT_NAME},
+        )
+    _name_batch_dim(proto)
+    return proto
+
+
+def _name_batch_dim(model: onnx.ModelProto) -> None:
+    """Call the first (dynamic) dimension of the graph's inputs and outputs `batch`."""
+    for value in [*model.graph.input, *model.graph.output]:
+        dim = value.type.tensor_type.shape.dim[0]
+        dim.Clear()
+        dim.dim_param = BATCH_DIM
+
+
+def drop_unused_opsets(model: onnx.ModelProto) -> None:
+    """Keep the default-domain opset and the domains some node uses (tf2onnx adds ai.onnx.ml)."""
+    used = {op.domain for op in onnx_ops(model)} | set(STANDARD_ONNX_DOMAINS)
+    keep = [o for o in model.opset_import if o.domain in used]
+    del model.opset_import[:]
+    model.opset_import.extend(keep)
+
+
+def metadata(src: ExportSource, fmt: str) -> dict[str, str]:
+    """metadata_props of every ONNX artifact: labels, preprocessing, source run, version."""
+    return {
+        "labels": json.dumps(src.class_names),
+        "preprocessing": json.dumps(src.preprocessing),
+        "source_run": str(src.run.path.resolve()),
+        "toolkit_version": toolkit.__version__,
+        "format": fmt,
+    }
+
+
+def check_onnx(model: onnx.ModelProto, fmt: str) -> None:
+    """Standard domains and no forbidden ops, then the full ONNX checker, else ExportError."""
+    domains = sorted({o.domain for o in model.opset_import} - set(STANDARD_ONNX_DOMAINS))
+    bad = forbidden_ops(onnx_ops(model))
+    if bad or domains:
+        names = ", ".join(bad + [f"opset import of custom domain '{d}'" for d in domains])
+        raise ExportError(f"{fmt}: the graph needs non-standard ops: {names}")
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ExportError(f"{fmt}: the ONNX checker rejects the graph ({first})") from exc
+
+
+def save_onnx(model: onnx.ModelProto, src: ExportSource, fmt: str, path: Path) -> None:
+    """Drop unused opsets, set the metadata, check, and write `model` to `path`."""
+    drop_unused_opsets(model)
+    del model.metadata_props[:]
+    onnx.helper.set_model_props(model, metadata(src, fmt))
+    check_onnx(model, fmt)
+    onnx.save(model, str(path))
+
+
+def fp32_onnx(src: ExportSource) -> onnx.ModelProto:
+    """The float32 ONNX graph of the run at the chosen opset, converted once per export."""
+    graph = src.memo("onnx-fp32", lambda: keras_to_onnx(src.model, src.input_shape, src.opset))
+    copy = onnx.ModelProto()
+    copy.CopyFrom(graph)
+    return copy
+
+
+def convert_onnx(src: ExportSource, path: Path) -> None:
+    """Converter of the `onnx` format."""
+    save_onnx(fp32_onnx(src), src, "onnx", path)

@@ -1,0 +1,56 @@
+"""int8 ONNX: onnxruntime static QDQ quantization (per-channel weights) on calibration images."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnxruntime.quantization import (
+    CalibrationDataReader,
+    CalibrationMethod,
+    QuantFormat,
+    QuantType,
+    quantize_static,
+)
+from onnxruntime.quantization.shape_inference import quant_pre_process
+
+from export.onnx import fp32_onnx, save_onnx
+from export.signature import INPUT_NAME
+from export.source import ExportSource
+from toolkit.native_logs import captured_native_stderr
+
+CALIB_BATCH = 32
+
+
+class ImageReader(CalibrationDataReader):
+    """Feeds float32 0-255 image batches to onnxruntime's calibrator."""
+
+    def __init__(self, images: np.ndarray, batch: int = CALIB_BATCH) -> None:
+        self._batches = iter([images[i : i + batch] for i in range(0, len(images), batch)])
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        batch = next(self._batches, None)
+        return None if batch is None else {INPUT_NAME: batch}
+
+
+def convert_onnx_int8(src: ExportSource, path: Path) -> None:
+    """Converter of `onnx-int8`: shape inference + optimisation, then QDQ int8 quantization."""
+    work = Path(src.scratch) / "onnx-int8"
+    work.mkdir(exist_ok=True)
+    fp32, prepared, quantized = work / "fp32.onnx", work / "prepared.onnx", work / "int8.onnx"
+    onnx.save(fp32_onnx(src), str(fp32))
+    with captured_native_stderr():
+        # symbolic shape inference needs sympy; ONNX shape inference covers these static graphs
+        quant_pre_process(str(fp32), str(prepared), skip_symbolic_shape=True)
+        quantize_static(
+            str(prepared),
+            str(quantized),
+            ImageReader(src.calibration),
+            quant_format=QuantFormat.QDQ,
+            per_channel=True,
+            activation_type=QuantType.QInt8,
+            weight_type=QuantType.QInt8,
+            calibrate_method=CalibrationMethod.MinMax,
+        )
+    save_onnx(onnx.load(str(quantized)), src, "onnx-int8", path)

@@ -1,0 +1,73 @@
+"""Op lists of exported graphs (TFLite flatbuffer, ONNX graph) and the ops no runtime may get."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import onnx
+from ai_edge_litert import schema_py_generated as schema
+
+STANDARD_ONNX_DOMAINS = ("", "ai.onnx")
+BANNED_NAMES = ("extractimagepatches",)  # compared lower-case, underscores removed
+_BUILTIN_NAMES = {
+    code: name for name, code in vars(schema.BuiltinOperator).items() if not name.startswith("_")
+}
+
+
+@dataclass(frozen=True, order=True)
+class Op:
+    """One operator type: TFLite domain "builtin" or "custom"; ONNX its node domain."""
+
+    name: str
+    domain: str
+
+
+def tflite_ops(flatbuffer: bytes) -> list[Op]:
+    """Distinct operators of every subgraph of a .tflite flatbuffer, sorted."""
+    model = schema.Model.GetRootAs(flatbuffer, 0)
+    found = set()
+    for s in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(s)
+        for i in range(graph.OperatorsLength()):
+            code = model.OperatorCodes(graph.Operators(i).OpcodeIndex())
+            builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+            if builtin == schema.BuiltinOperator.CUSTOM:
+                found.add(Op((code.CustomCode() or b"?").decode(), "custom"))
+            else:
+                found.add(Op(_BUILTIN_NAMES.get(builtin, f"UNKNOWN_{builtin}"), "builtin"))
+    return sorted(found)
+
+
+def onnx_ops(model: onnx.ModelProto) -> list[Op]:
+    """Distinct (op_type, domain) of the main graph and its subgraphs, sorted."""
+    found = set()
+    graphs = [model.graph]
+    while graphs:
+        graph = graphs.pop()
+        for node in graph.node:
+            found.add(Op(node.op_type, node.domain))
+            for attr in node.attribute:
+                graphs.extend([attr.g] if attr.HasField("g") else [])
+                graphs.extend(attr.graphs)
+    return sorted(found)
+
+
+def forbidden_ops(ops: Iterable[Op]) -> list[str]:
+    """Descriptions of Flex (Select TF), custom-domain and ExtractImagePatches ops; [] if none."""
+    bad = []
+    for op in ops:
+        if op.name.startswith("Flex"):
+            bad.append(f"{op.name} (Flex / Select TF op)")
+        elif op.domain == "custom":
+            bad.append(f"{op.name} (custom op)")
+        elif op.domain not in STANDARD_ONNX_DOMAINS + ("builtin",):
+            bad.append(f"{op.name} (custom domain '{op.domain}')")
+        elif op.name.replace("_", "").lower() in BANNED_NAMES:
+            bad.append(f"{op.name} (no builtin in every runtime)")
+    return bad
+
+
+def op_names(ops: Iterable[Op]) -> list[str]:
+    """Ops as manifest strings: NAME, or DOMAIN::NAME outside the builtin/default domain."""
+    return [op.name if op.domain in ("builtin", "") else f"{op.domain}::{op.name}" for op in ops]

@@ -1,0 +1,100 @@
+"""`export_run`: validate every input first, then convert, validate and publish each format."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from export.calibration import DEFAULT_CALIB_SAMPLES
+from export.errors import ExportError
+from export.formats import CALIB_OPTIONS, FORMATS, Format, check_options, parse_formats
+from export.manifest import artifact_entry, header, update_manifest
+from export.onnx import MAX_OPSET, MIN_OPSET
+from export.source import ExportSource, open_source
+from export.validate import RUNTIMES
+from toolkit import atomic
+from toolkit.errors import UsageError
+from toolkit.runfolder import open_run
+
+EXPORT_DIR = "export"
+DEFAULT_OPSET = MIN_OPSET
+
+
+def export_run(
+    run_dir: str | Path,
+    formats: str | list[str],
+    calib_data: str | None = None,
+    calib_samples: int | None = None,
+    opset: int | None = None,
+    out: str | Path | None = None,
+) -> dict:
+    """Export RUN to `formats` in `out` (default RUN/export); return the merged model.json.
+
+    calib_samples defaults to 500 and opset to 17; None means "not given" for option checks.
+    """
+    names = parse_formats(formats)
+    given = {"opset": opset, "calib_data": calib_data, "calib_samples": calib_samples}
+    check_options(names, given)
+    opset = _check_opset(DEFAULT_OPSET if opset is None else opset)
+    samples = _check_samples(DEFAULT_CALIB_SAMPLES if calib_samples is None else calib_samples)
+    run = open_run(run_dir)
+    out = Path(out) if out is not None else run.path / EXPORT_DIR
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file: pass a folder for the exported models")
+    model = run.load_model()
+    calib_data = calib_data or (run.config.get("options") or {}).get("data")
+    options = dict(opset=opset, calib_data=calib_data, calib_samples=samples)
+    with open_source(run, model, **options) as src:
+        src.preprocessing  # noqa: B018  (check config.json before anything is written)
+        if any(o in FORMATS[n].options for n in names for o in CALIB_OPTIONS):
+            src.calibration  # noqa: B018  (load now: bad calibration data is a UsageError)
+        created = not out.exists()
+        out.mkdir(parents=True, exist_ok=True)
+        manifest: dict = {}
+        try:
+            for name in names:
+                manifest = _export_one(src, FORMATS[name], out)
+        finally:
+            if created and not any(out.iterdir()):
+                out.rmdir()
+    return manifest
+
+
+def _check_opset(opset: int) -> int:
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise UsageError(
+            f"--opset {opset} is not supported: use {MIN_OPSET} to {MAX_OPSET} "
+            f"(default {DEFAULT_OPSET})"
+        )
+    return opset
+
+
+def _check_samples(samples: int) -> int:
+    if samples < 1:
+        raise UsageError(f"--calib-samples must be a positive integer, got {samples}")
+    return samples
+
+
+def _export_one(src: ExportSource, fmt: Format, out: Path) -> dict:
+    """Convert to a temp file, validate it in its runtime, then rename it onto the artifact."""
+    target = out / fmt.filename
+    options = {o: getattr(src, o) for o in fmt.options}
+    start = time.perf_counter()
+    with atomic.atomic_path(target) as tmp:
+        try:
+            fmt.convert(src, tmp)
+            info = RUNTIMES[fmt.runtime](tmp, fmt.name, src.input_shape, src.num_classes)
+        except UsageError:
+            raise
+        except ExportError as exc:
+            raise ExportError(f"{exc}; {target} was not changed") from exc
+        except Exception as exc:  # noqa: BLE001  (any converter failure: keep the old artifact)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ExportError(
+                f"{fmt.name}: conversion failed ({type(exc).__name__}: {first}); "
+                f"{target} was not changed"
+            ) from exc
+        entry = artifact_entry(
+            fmt.name, fmt.filename, fmt.runtime, tmp, info, time.perf_counter() - start, options
+        )
+    return update_manifest(out, header(src), fmt.name, entry)

@@ -1,0 +1,115 @@
+"""Load a freshly converted artifact in its runtime, run it once, and read its tensors and ops."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from ai_edge_litert.interpreter import Interpreter
+
+from export.errors import ExportError
+from export.oplist import Op, forbidden_ops, onnx_ops, tflite_ops
+from export.signature import INPUT_NAME, OUTPUT_NAME, SIGNATURE_KEY
+from toolkit.native_logs import captured_native_stderr
+
+ORT_DTYPES = {"tensor(float)": "float32", "tensor(int8)": "int8", "tensor(uint8)": "uint8"}
+
+
+@dataclass(frozen=True)
+class ArtifactInfo:
+    """What an app developer codes against, and the ops the runtime must provide."""
+
+    inputs: list[dict]
+    outputs: list[dict]
+    ops: list[Op]
+
+
+def probe_images(input_shape: tuple[int, int, int], batch: int) -> np.ndarray:
+    """Deterministic float32 0-255 images to run an artifact once."""
+    rng = np.random.default_rng(0)
+    return rng.integers(0, 256, size=(batch, *input_shape)).astype(np.float32)
+
+
+def quantize(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """float32 -> int8 with a TFLite tensor's (scale, zero_point)."""
+    return np.clip(np.round(x / scale + zero_point), -128, 127).astype(np.int8)
+
+
+def _check_ops(ops: list[Op], fmt: str) -> None:
+    bad = forbidden_ops(ops)
+    if bad:
+        raise ExportError(f"{fmt}: the graph needs ops not every runtime has: {', '.join(bad)}")
+
+
+def _check_output(y: np.ndarray, batch: int, num_classes: int, fmt: str) -> None:
+    if y.shape != (batch, num_classes) or not np.all(np.isfinite(y)):
+        raise ExportError(
+            f"{fmt}: a test run gave logits of shape {y.shape} (finite: "
+            f"{bool(np.all(np.isfinite(y)))}), expected ({batch}, {num_classes}) finite values"
+        )
+
+
+def _ort_tensor(arg: ort.NodeArg) -> dict:
+    shape = [d if isinstance(d, int) else None for d in arg.shape]
+    dtype = ORT_DTYPES.get(arg.type, arg.type)
+    return {"name": arg.name, "shape": shape, "dtype": dtype, "scale": None, "zero_point": None}
+
+
+def inspect_onnx(path: Path, fmt: str, input_shape: tuple[int, int, int], classes: int):
+    """Check ops, open in onnxruntime (CPU), run a batch of 2 (dynamic batch), read tensors."""
+    ops = onnx_ops(onnx.load(str(path)))
+    _check_ops(ops, fmt)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    inputs, outputs = session.get_inputs(), session.get_outputs()
+    names = ([a.name for a in inputs], [a.name for a in outputs])
+    if names != ([INPUT_NAME], [OUTPUT_NAME]):
+        raise ExportError(f"{fmt}: graph inputs/outputs are {names}, expected image -> logits")
+    (y,) = session.run(None, {INPUT_NAME: probe_images(input_shape, 2)})
+    _check_output(y, 2, classes, fmt)
+    return ArtifactInfo([_ort_tensor(a) for a in inputs], [_ort_tensor(a) for a in outputs], ops)
+
+
+def _litert_tensor(name: str, details: dict) -> dict:
+    scale, zero_point = details["quantization"]
+    quantized = scale != 0.0
+    return {
+        "name": name,
+        "tensor": details["name"],
+        "shape": [None if d < 0 else int(d) for d in details["shape_signature"]],
+        "dtype": np.dtype(details["dtype"]).name,
+        "scale": float(scale) if quantized else None,
+        "zero_point": int(zero_point) if quantized else None,
+    }
+
+
+def inspect_tflite(path: Path, fmt: str, input_shape: tuple[int, int, int], classes: int):
+    """Check ops and the signature, run one image in the LiteRT interpreter, read tensors."""
+    ops = tflite_ops(path.read_bytes())
+    _check_ops(ops, fmt)
+    with captured_native_stderr():  # "INFO: Created TensorFlow Lite XNNPACK delegate"
+        interpreter = Interpreter(model_path=str(path))
+    expected = {SIGNATURE_KEY: {"inputs": [INPUT_NAME], "outputs": [OUTPUT_NAME]}}
+    if interpreter.get_signature_list() != expected:
+        raise ExportError(
+            f"{fmt}: signatures are {interpreter.get_signature_list()}, expected {expected}"
+        )
+    runner = interpreter.get_signature_runner(SIGNATURE_KEY)
+    inp = runner.get_input_details()[INPUT_NAME]
+    out = runner.get_output_details()[OUTPUT_NAME]
+    x = probe_images(input_shape, 1)
+    if np.dtype(inp["dtype"]) == np.int8:
+        x = quantize(x, *inp["quantization"])
+    with captured_native_stderr():
+        y = np.asarray(runner(**{INPUT_NAME: x})[OUTPUT_NAME], dtype=np.float32)
+    _check_output(y, 1, classes, fmt)
+    return ArtifactInfo([_litert_tensor(INPUT_NAME, inp)], [_litert_tensor(OUTPUT_NAME, out)], ops)
+
+
+Inspector = Callable[[Path, str, tuple[int, int, int], int], ArtifactInfo]
+
+# runtime name (FORMATS[...].runtime) -> how to load and check an artifact in it
+RUNTIMES: dict[str, Inspector] = {"ort-cpu": inspect_onnx, "litert": inspect_tflite}

@@ -1,0 +1,461 @@
+"""`toolkit export`: every format loads and runs in its runtime, graphs, manifest, bad input."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import tensorflow as tf
+from ai_edge_litert import schema_py_generated as schema
+from ai_edge_litert.interpreter import Interpreter
+
+from export import FORMATS, ExportError, export_run, format_table_markdown
+from export.command import add_arguments
+from export.command import run as run_command
+from export.formats import check_options, parse_formats
+from export.manifest import MANIFEST_FILE, sha256
+from export.oplist import Op, forbidden_ops, onnx_ops, op_names, tflite_ops
+from export.pipeline import EXPORT_DIR
+from toolkit.data import load_data
+from toolkit.errors import UsageError
+from toolkit.runfolder import open_run
+from toolkit.training.train import TrainOptions, train
+from toolkit.versions import versions
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10_train_sample.npz"
+MODELS = ("shiftvit", "vit-lsa")
+DATA = "shapes:300"
+CALIB_SAMPLES = 64
+SIGNATURES = {"serving_default": {"inputs": ["image"], "outputs": ["logits"]}}
+
+
+# -- running an artifact the way an app would: float32 0-255 in, float32 logits out --
+
+
+def _run_ort(path: Path, images: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(["logits"], {"image": images.astype(np.float32)})[0]
+
+
+def _run_litert(path: Path, images: np.ndarray) -> np.ndarray:
+    runner = Interpreter(model_path=str(path)).get_signature_runner("serving_default")
+    inp = runner.get_input_details()["image"]
+    out = runner.get_output_details()["logits"]
+    x = images.astype(np.float32)
+    if inp["dtype"] == np.int8:
+        scale, zero = inp["quantization"]
+        x = np.clip(np.round(x / scale + zero), -128, 127).astype(np.int8)
+    y = runner(image=x)["logits"]
+    if out["dtype"] == np.int8:
+        scale, zero = out["quantization"]
+        y = (y.astype(np.float32) - zero) * scale
+    return y
+
+
+RUNNERS: dict[str, Callable[[Path, np.ndarray], np.ndarray]] = {
+    "ort-cpu": _run_ort,
+    "litert": _run_litert,
+}
+
+
+def _ops(path: Path) -> list[Op]:
+    return (
+        onnx_ops(onnx.load(str(path))) if path.suffix == ".onnx" else tflite_ops(path.read_bytes())
+    )
+
+
+def _files(*roots: Path) -> dict[str, bytes]:
+    """Every file under `roots` with its bytes: compared before and after a failed export."""
+    return {
+        str(p): p.read_bytes()
+        for root in roots
+        if root.exists()
+        for p in root.rglob("*")
+        if p.is_file()
+    }
+
+
+# -- fixtures: one real run folder per model, exported to every format once --
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def exported(request, tmp_path_factory):
+    """A trained tiny run (1 epoch on synthetic shapes) exported to `all` into RUN/export."""
+    root = tmp_path_factory.mktemp(request.param)
+    run_dir = train(TrainOptions(request.param, "tiny", DATA, epochs=1), out=root / "run")
+    manifest = export_run(run_dir, "all", calib_samples=CALIB_SAMPLES)
+    run = open_run(run_dir)
+    return {
+        "run": run_dir,
+        "out": run_dir / EXPORT_DIR,
+        "manifest": manifest,
+        "model": run.load_model(),
+        "test_images": load_data(DATA, seed=0).x_test.astype(np.float32),
+    }
+
+
+@pytest.fixture(scope="module")
+def flex_tflite() -> bytes:
+    """A .tflite that needs the Select-TF op FlexExtractImagePatches (what SPT must avoid)."""
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 8, 8, 3], tf.float32, name="image")])
+    def patches(image):
+        kw = dict(sizes=[1, 2, 2, 1], strides=[1, 2, 2, 1], rates=[1, 1, 1, 1], padding="VALID")
+        return {"logits": tf.image.extract_patches(image, **kw)}
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [patches.get_concrete_function()], patches
+    )
+    converter.target_spec.supported_ops = [
+        tf.lite.OpsSet.TFLITE_BUILTINS,
+        tf.lite.OpsSet.SELECT_TF_OPS,
+    ]
+    return converter.convert()
+
+
+# -- the registry --
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_registry_entry_is_complete(fmt):
+    entry = FORMATS[fmt]
+    assert entry.name == fmt
+    assert entry.runtime in RUNNERS
+    assert Path(entry.filename).suffix == {"ort-cpu": ".onnx", "litert": ".tflite"}[entry.runtime]
+    assert set(entry.options) <= {"opset", "calib_data", "calib_samples"}
+    assert f"`{fmt}`" in format_table_markdown() and entry.filename in format_table_markdown()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_options_a_format_does_not_take_are_refused(fmt):
+    values = {"opset": 18, "calib_data": "shapes", "calib_samples": 10}
+    for option, value in values.items():
+        given = {option: value}
+        if option in FORMATS[fmt].options:
+            check_options([fmt], given)
+        else:
+            with pytest.raises(UsageError, match=fmt):
+                check_options([fmt], given)
+
+
+def test_filenames_are_unique_and_all_expands_in_order():
+    assert len({f.filename for f in FORMATS.values()}) == len(FORMATS)
+    assert parse_formats("all") == list(FORMATS)
+    assert parse_formats("tflite, onnx,tflite") == ["tflite", "onnx"]
+    with pytest.raises(UsageError, match="did you mean 'tflite-int8'"):
+        parse_formats("tflite_int8")
+
+
+def test_readme_format_table_matches_the_registry():
+    text = (ROOT / "README.md").read_text()
+    start, end = "<!-- formats -->", "<!-- /formats -->"
+    if start not in text or end not in text:
+        pytest.fail(f"README.md has no {start} ... {end} markers around the format table")
+    table = text.split(start, 1)[1].split(end, 1)[0]
+    assert table.strip() == format_table_markdown().strip(), (
+        "README format table is stale: paste export.format_table_markdown() between the markers"
+    )
+
+
+def test_forbidden_ops_flags_flex_custom_and_extract_image_patches(flex_tflite):
+    ops = [
+        Op("FlexConv2D", "custom"),
+        Op("MyOp", "custom"),
+        Op("Gelu", "com.microsoft"),
+        Op("EXTRACT_IMAGE_PATCHES", "builtin"),
+        Op("ExtractImagePatches", ""),
+        Op("CONV_2D", "builtin"),
+        Op("Conv", ""),
+        Op("Conv", "ai.onnx"),
+    ]
+    flagged = forbidden_ops(ops)
+    assert len(flagged) == 5
+    for name in ("FlexConv2D", "MyOp", "com.microsoft", "EXTRACT_IMAGE_PATCHES"):
+        assert any(name in f for f in flagged), name
+    flex = forbidden_ops(tflite_ops(flex_tflite))
+    assert any("FlexExtractImagePatches" in f for f in flex), flex
+
+
+def test_onnx_custom_domain_fails_naming_it(tmp_path):
+    from export.onnx import check_onnx
+
+    node = onnx.helper.make_node("Fancy", ["image"], ["logits"], domain="com.example")
+    graph = onnx.helper.make_graph(
+        [node],
+        "g",
+        [onnx.helper.make_tensor_value_info("image", onnx.TensorProto.FLOAT, [1])],
+        [onnx.helper.make_tensor_value_info("logits", onnx.TensorProto.FLOAT, [1])],
+    )
+    model = onnx.helper.make_model(
+        graph,
+        opset_imports=[
+            onnx.helper.make_opsetid("", 17),
+            onnx.helper.make_opsetid("com.example", 1),
+        ],
+    )
+    with pytest.raises(ExportError, match="com.example"):
+        check_onnx(model, "onnx")
+
+
+# -- the exported artifacts --
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_format_loads_and_runs_in_its_runtime(exported, fmt):
+    entry = FORMATS[fmt]
+    path = exported["out"] / entry.filename
+    assert path.is_file()
+    images = exported["test_images"][:5]
+    logits = RUNNERS[entry.runtime](path, images)
+    assert logits.shape == (5, exported["model"].output_shape[-1])
+    assert np.all(np.isfinite(logits))
+
+
+def _cifar_images() -> np.ndarray:
+    with np.load(SAMPLE) as data:
+        return data["x"][:64].astype(np.float32)
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "tflite"])
+@pytest.mark.parametrize("images", ["cifar10 sample", "run test split"])
+def test_fp32_logits_match_keras(exported, fmt, images):
+    if images == "cifar10 sample" and not SAMPLE.is_file():
+        pytest.skip(f"shared CIFAR-10 sample not found at {SAMPLE}")
+    x = _cifar_images() if images == "cifar10 sample" else exported["test_images"]
+    reference = np.asarray(exported["model"](x, training=False))
+    entry = FORMATS[fmt]
+    logits = RUNNERS[entry.runtime](exported["out"] / entry.filename, x)
+    assert np.max(np.abs(logits - reference)) < 1e-4
+
+
+def test_fp16_logits_stay_close_to_keras(exported):
+    x = exported["test_images"]
+    reference = np.asarray(exported["model"](x, training=False))
+    logits = _run_litert(exported["out"] / FORMATS["tflite-fp16"].filename, x)
+    assert np.max(np.abs(logits - reference)) < 0.05
+
+
+def _constant_bytes(flatbuffer: bytes) -> int:
+    model = schema.Model.GetRootAs(flatbuffer, 0)
+    return sum(model.Buffers(i).DataLength() for i in range(model.BuffersLength()))
+
+
+def test_tflite_int8_is_under_30_percent_of_fp32(exported):
+    """The file carries ~70-100 KB of fixed flatbuffer overhead (tensor names, per-channel
+    scales and int64 zero points, op tables), which the tiny presets are sized to absorb."""
+    fp32 = (exported["out"] / FORMATS["tflite"].filename).read_bytes()
+    int8 = (exported["out"] / FORMATS["tflite-int8"].filename).read_bytes()
+    assert _constant_bytes(int8) <= 0.30 * _constant_bytes(fp32)
+    assert len(int8) <= 0.30 * len(fp32)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_graphs_use_builtin_standard_ops_only(exported, fmt):
+    path = exported["out"] / FORMATS[fmt].filename
+    ops = _ops(path)
+    assert ops and forbidden_ops(ops) == []
+    assert not any("extractimagepatches" in op.name.lower() for op in ops)
+    if FORMATS[fmt].runtime == "litert":
+        assert {op.domain for op in ops} == {"builtin"}
+    else:
+        assert {op.domain for op in ops} <= {"", "ai.onnx"}
+    assert exported["manifest"]["artifacts"][fmt]["ops"] == op_names(ops)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_signatures_and_graph_contract(exported, fmt):
+    path = exported["out"] / FORMATS[fmt].filename
+    if FORMATS[fmt].runtime == "litert":
+        assert Interpreter(model_path=str(path)).get_signature_list() == SIGNATURES
+        return
+    model = onnx.load(str(path))
+    onnx.checker.check_model(model, full_check=True)
+    assert [i.name for i in model.graph.input] == ["image"]
+    assert [o.name for o in model.graph.output] == ["logits"]
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    assert {o.domain for o in model.opset_import} <= {"", "ai.onnx"}
+    assert min(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) >= 17
+    meta = {p.key: p.value for p in model.metadata_props}
+    assert json.loads(meta["labels"]) == open_run(exported["run"]).class_names
+    assert "summary" in json.loads(meta["preprocessing"])
+    assert meta["source_run"] == str(exported["run"].resolve())
+    assert meta["toolkit_version"] == versions()["toolkit"]
+
+
+def test_manifest_describes_every_artifact(exported):
+    out = exported["out"]
+    manifest = json.loads((out / MANIFEST_FILE).read_text())
+    assert manifest == exported["manifest"]
+    assert list(manifest["artifacts"]) == list(FORMATS)
+    run = open_run(exported["run"])
+    assert manifest["class_names"] == run.class_names
+    assert (out / "labels.txt").read_text().splitlines() == run.class_names
+    assert manifest["source_run"] == str(exported["run"].resolve())
+    assert manifest["versions"] == versions()
+    kind = run.config["preprocessing"]
+    assert manifest["preprocessing"]["in_model"][0]["op"] == kind
+    assert manifest["preprocessing"]["in_model"][1]["size"] == [32, 32]
+    assert manifest["input"] == {
+        "layout": "NHWC",
+        "height": 32,
+        "width": 32,
+        "channels": 3,
+        "range": "RGB 0-255",
+    }
+    for fmt, entry in manifest["artifacts"].items():
+        path = out / entry["file"]
+        assert entry["file"] == FORMATS[fmt].filename and entry["format"] == fmt
+        assert entry["runtime"] == FORMATS[fmt].runtime
+        assert entry["sha256"] == sha256(path)
+        assert entry["size_bytes"] == path.stat().st_size
+        assert entry["export_seconds"] > 0
+        (inp,), (outp,) = entry["inputs"], entry["outputs"]
+        assert (inp["name"], outp["name"]) == ("image", "logits")
+        assert inp["shape"] == [None, 32, 32, 3] and outp["shape"] == [None, 10]
+        int8_io = fmt == "tflite-int8"
+        assert inp["dtype"] == outp["dtype"] == ("int8" if int8_io else "float32")
+        assert (inp["scale"] is not None) == int8_io and (outp["zero_point"] is not None) == int8_io
+    assert manifest["artifacts"]["onnx"]["options"] == {"opset": 17}
+    calib = {"calib_data": DATA, "calib_samples": CALIB_SAMPLES}
+    assert manifest["artifacts"]["tflite-int8"]["options"] == calib
+    assert manifest["artifacts"]["onnx-int8"]["options"] == {"opset": 17, **calib}
+
+
+# -- re-exports, failures and bad input --
+
+
+def test_reexport_updates_one_entry_and_keeps_the_others(exported, tmp_path):
+    out = tmp_path / "export"
+    shutil.copytree(exported["out"], out)
+    stale = json.loads((out / MANIFEST_FILE).read_text())
+    stale["artifacts"]["tflite-dynamic"]["sha256"] = "stale"
+    (out / MANIFEST_FILE).write_text(json.dumps(stale))
+    manifest = export_run(exported["run"], "tflite-dynamic", out=out)
+    path = out / FORMATS["tflite-dynamic"].filename
+    assert manifest["artifacts"]["tflite-dynamic"]["sha256"] == sha256(path)
+    for fmt, entry in exported["manifest"]["artifacts"].items():
+        if fmt != "tflite-dynamic":
+            assert manifest["artifacts"][fmt] == entry
+
+
+def _boom(src, path):
+    path.write_bytes(b"half-written")
+    raise RuntimeError("converter crashed")
+
+
+def _garbage(src, path):
+    path.write_bytes(b"not a flatbuffer")
+
+
+@pytest.mark.parametrize(
+    "converter, message",
+    [(_boom, "converter crashed"), (_garbage, "conversion failed"), ("flex", "FlexExtract")],
+)
+def test_failed_conversion_keeps_the_previous_artifact(
+    exported, tmp_path, monkeypatch, flex_tflite, converter, message
+):
+    out = tmp_path / "export"
+    shutil.copytree(exported["out"], out)
+    before = _files(out)
+    if converter == "flex":
+
+        def converter(src, path):
+            path.write_bytes(flex_tflite)
+
+    monkeypatch.setitem(FORMATS, "tflite", replace(FORMATS["tflite"], convert=converter))
+    with pytest.raises(ExportError, match=message):
+        export_run(exported["run"], "tflite", out=out)
+    assert _files(out) == before
+
+
+@pytest.fixture
+def bad_inputs(exported, tmp_path):
+    run = exported["run"]
+    corrupt = tmp_path / "corrupt_run"
+    corrupt.mkdir()
+    shutil.copy(run / "config.json", corrupt / "config.json")
+    (corrupt / "model.keras").write_bytes(b"not a zip")
+    small = tmp_path / "small.npz"
+    np.savez(small, x=np.zeros((40, 16, 16, 3), np.uint8), y=np.arange(40) % 4)
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    return {
+        "missing run": (dict(run_dir=tmp_path / "nope", formats="onnx"), "does not exist"),
+        "corrupt model.keras": (dict(run_dir=corrupt, formats="onnx"), "corrupt"),
+        "unknown format": (dict(formats="tflite-f16"), "did you mean 'tflite-fp16'"),
+        "opset for tflite": (dict(formats="tflite,tflite-fp16", opset=18), "--opset"),
+        "calib data for onnx": (dict(formats="onnx", calib_data="shapes"), "--calib-data"),
+        "calib samples for fp16": (dict(formats="tflite-fp16", calib_samples=8), "calib-samples"),
+        "opset below 17": (dict(formats="onnx", opset=16), "--opset 16"),
+        "zero calib samples": (dict(formats="tflite-int8", calib_samples=0), "positive"),
+        "calib data wrong shape": (
+            dict(formats="onnx-int8", calib_data=f"npz:{small}", calib_samples=8),
+            r"\(16, 16, 3\).*\(32, 32, 3\)",
+        ),
+        "fewer calib images than asked": (
+            dict(formats="tflite-int8", calib_samples=10_000),
+            "only 240 training images.*lower --calib-samples",
+        ),
+        "out is a file": (dict(formats="onnx", out=a_file), "is a file"),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing run",
+        "corrupt model.keras",
+        "unknown format",
+        "opset for tflite",
+        "calib data for onnx",
+        "calib samples for fp16",
+        "opset below 17",
+        "zero calib samples",
+        "calib data wrong shape",
+        "fewer calib images than asked",
+        "out is a file",
+    ],
+)
+def test_bad_input_is_a_usage_error_and_writes_nothing(bad_inputs, exported, tmp_path, case):
+    kwargs, message = bad_inputs[case]
+    kwargs = {"run_dir": exported["run"], "out": tmp_path / "out", **kwargs}
+    before = _files(tmp_path, exported["run"])
+    with pytest.raises(UsageError, match=message):
+        export_run(**kwargs)
+    assert _files(tmp_path, exported["run"]) == before
+
+
+def _command_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_command_prints_the_table(exported, tmp_path, capsys):
+    out = tmp_path / "cli"
+    args = _command_args(str(exported["run"]), "--format", "tflite-dynamic", "--out", str(out))
+    assert run_command(args) == 0
+    text = capsys.readouterr().out
+    size = (out / FORMATS["tflite-dynamic"].filename).stat().st_size
+    assert "format" in text and "size (KB)" in text and "seconds" in text
+    assert f"tflite-dynamic  {FORMATS['tflite-dynamic'].filename}" in text
+    assert f"{size / 1024:.1f}" in text
+    assert str(out) in text
+
+
+def test_command_reports_a_failed_conversion_in_one_line(exported, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(FORMATS, "tflite", replace(FORMATS["tflite"], convert=_boom))
+    args = _command_args(str(exported["run"]), "--format", "tflite", "--out", str(tmp_path / "x"))
+    assert run_command(args) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "export failed: tflite: conversion failed" in err[0]
+    assert not (tmp_path / "x").exists()
