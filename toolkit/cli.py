@@ -99,6 +99,18 @@ def _run_export(args: argparse.Namespace) -> int:
     return command.run(args)
 
 
+def _add_verify(p: argparse.ArgumentParser) -> None:
+    from export.verify import command
+
+    command.add_arguments(p)
+
+
+def _run_verify(args: argparse.Namespace) -> int:
+    from export.verify import command
+
+    return command.run(args)
+
+
 def _add_predict(p: argparse.ArgumentParser) -> None:
     from toolkit import predict
 
@@ -135,6 +147,9 @@ COMMANDS: dict[str, Command] = {
     "eval": Command("top-1/top-5 of a run on a test split", _add_eval, _run_eval),
     "demo": Command("tiny presets end to end on offline data", _add_demo, _run_demo),
     "export": Command("ONNX and TFLite artifacts of a run", _add_export, _run_export),
+    "verify": Command(
+        "numerical parity of ops and models across runtimes", _add_verify, _run_verify
+    ),
     "predict": Command(
         "top-k classes of image files with any artifact", _add_predict, _run_predict
     ),

@@ -1,9 +1,9 @@
 """Custom Keras 3 ops; importing this package registers them for safe_mode loading."""
 
 from toolkit.ops.attention import (
-    MASK_FILL,
     LocalitySelfAttention,
     SelfAttention,
+    mask_diagonal_softmax,
     reference_self_attention,
 )
 from toolkit.ops.droppath import DropPath
@@ -19,7 +19,6 @@ from toolkit.ops.patches import (
 from toolkit.ops.shift import PartialShift, reference_partial_shift
 
 __all__ = [
-    "MASK_FILL",
     "MLP",
     "DropPath",
     "LocalitySelfAttention",
@@ -27,6 +26,7 @@ __all__ = [
     "SelfAttention",
     "ShiftedPatchTokenization",
     "gelu",
+    "mask_diagonal_softmax",
     "patches",
     "reference_partial_shift",
     "reference_self_attention",

@@ -9,9 +9,19 @@ import math
 import keras
 import numpy as np
 
-# Fill for the masked diagonal in LSA: finite in float16 (max 65504) and far below any real score,
-# so exp() underflows to exactly 0 while no inf/NaN appears in fp16 or quantized graphs.
-MASK_FILL = -1e4
+
+def mask_diagonal_softmax(scores: keras.KerasTensor, eye: keras.KerasTensor) -> keras.KerasTensor:
+    """Softmax over each row without its diagonal entry: the same weights as a -inf mask.
+
+    The diagonal is first filled with the row's smallest score, a finite value that keeps the
+    scores' range (and so an int8 scale) unchanged and cannot overflow in float16, then its
+    weight is zeroed and the row renormalised, which cancels the fill exactly. The row max
+    stays in the sum, so the division never sees 0.
+    """
+    keep = 1.0 - eye
+    low = keras.ops.min(scores, axis=-1, keepdims=True)
+    weights = keras.ops.softmax(scores * keep + eye * low, axis=-1) * keep
+    return weights / keras.ops.sum(weights, axis=-1, keepdims=True)
 
 
 @keras.saving.register_keras_serializable(package="toolkit")
@@ -82,8 +92,9 @@ class SelfAttention(keras.layers.Layer):
                 eye = keras.ops.eye(keras.ops.shape(x)[1], dtype=scores.dtype)
             else:
                 eye = keras.ops.convert_to_tensor(np.eye(tokens), dtype=scores.dtype)
-            scores = scores * (1.0 - eye) + eye * MASK_FILL
-        weights = keras.ops.softmax(scores, axis=-1)
+            weights = mask_diagonal_softmax(scores, eye)
+        else:
+            weights = keras.ops.softmax(scores, axis=-1)
         attended = keras.ops.matmul(self.attention_dropout(weights, training=training), v)
         attended = keras.ops.transpose(attended, (0, 2, 1, 3))  # (N, T, H, K)
         if tokens is None:

@@ -1,0 +1,157 @@
+"""`toolkit verify RUN`: arguments, tables on the terminal, RUN/verify.json, exit 0/1."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from export.verify.cases import OP_CASES, SHAPE_SETS
+from export.verify.report import (
+    attribution_table,
+    model_table,
+    op_table,
+    unavailable_reasons,
+)
+from export.verify.suite import ATTRIBUTION_SAMPLES, verify_run
+from export.verify.tolerance import ATOL_FP32, INT8_STEPS, Tolerances
+from toolkit import atomic
+from toolkit.errors import UsageError
+from toolkit.runtimes import RUNTIMES
+
+REPORT_FILE = "verify.json"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of `toolkit verify`."""
+    p.add_argument("run", type=Path, metavar="RUN", help="run folder (exported for models)")
+    p.add_argument(
+        "--runtimes",
+        metavar="R[,R...]",
+        help=f"runtimes to check (default all: {','.join(RUNTIMES)})",
+    )
+    p.add_argument(
+        "--samples",
+        type=int,
+        metavar="N",
+        help="model level: first N test images of the run's data (default: the whole split); "
+        f"the int8 attribution uses min(N, {ATTRIBUTION_SAMPLES})",
+    )
+    p.add_argument(
+        "--atol-fp32",
+        type=float,
+        default=ATOL_FP32,
+        metavar="X",
+        help=f"float32 abs tolerance of SPT/LSA (blocks 10x, models 100x relative; "
+        f"default {ATOL_FP32:g}; shift and patches stay bit-exact)",
+    )
+    p.add_argument(
+        "--int8-steps",
+        type=float,
+        default=INT8_STEPS,
+        metavar="K",
+        help="int8 op bound: max abs error <= K output quantization steps "
+        f"(default {INT8_STEPS:g}; data-movement ops: 1)",
+    )
+    p.add_argument(
+        "--shapes",
+        choices=SHAPE_SETS,
+        default="full",
+        help="op shapes: full (seed presets' and odd ones, default) or quick (small odd ones)",
+    )
+    p.add_argument(
+        "--ops", metavar="OP[,OP...]", help=f"ops to check (default all: {','.join(OP_CASES)})"
+    )
+    p.add_argument(
+        "--json", type=Path, metavar="FILE", help=f"report file (default RUN/{REPORT_FILE})"
+    )
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--ops-only", action="store_true", help="op level only")
+    only.add_argument("--models-only", action="store_true", help="model level only")
+
+
+def _split(text: str | None) -> list[str] | None:
+    return None if text is None else text.split(",")
+
+
+def _tolerances(args: argparse.Namespace) -> Tolerances:
+    if not args.atol_fp32 >= 0:
+        raise UsageError(f"--atol-fp32 must be >= 0, got {args.atol_fp32}")
+    if not args.int8_steps > 0:
+        raise UsageError(f"--int8-steps must be > 0, got {args.int8_steps}")
+    return Tolerances(atol_fp32=args.atol_fp32, int8_steps=args.int8_steps)
+
+
+def _json_path(args: argparse.Namespace) -> Path:
+    path = args.json if args.json is not None else args.run / REPORT_FILE
+    if path.is_dir():
+        raise UsageError(f"--json {path} is a folder: pass a file name")
+    if not path.parent.is_dir():
+        raise UsageError(f"--json {path}: folder {path.parent} does not exist")
+    return path
+
+
+def run(args: argparse.Namespace) -> int:
+    """Verify, print the tables, write the JSON report; 1 when a tolerance is exceeded."""
+    tolerances = _tolerances(args)
+    level = "ops" if args.ops_only else "models" if args.models_only else "all"
+    if args.run.is_dir():
+        _json_path(args)  # a bad --json fails before the work, not after it
+    report = verify_run(
+        args.run,
+        level=level,
+        runtimes=_split(args.runtimes),
+        samples=args.samples,
+        tolerances=tolerances,
+        shapes=args.shapes,
+        ops=_split(args.ops),
+    )
+    path = _json_path(args)
+    atomic.write_json(path, report)
+    print_report(report)
+    print(f"report: {path}")
+    return 0 if report["passed"] else 1
+
+
+def print_report(report: dict) -> None:
+    """The tables, the unavailable runtimes' reasons, and the verdict."""
+    tol = report["tolerances"]
+    if "ops" in report:
+        ops = report["ops"]
+        print(f"op level ({ops['shapes']} shapes, batch 2, {ops['seconds']:.0f} s)")
+        print(op_table(ops))
+        print(
+            f"fp32: max abs error vs NumPy float64 (shift/patches exact, spt/lsa <= "
+            f"{tol['atol_fp32']:g}, blocks <= {tol['atol_fp32'] * tol['block_factor']:g}); "
+            f"int8: max abs error in output quantization steps (data movement <= "
+            f"{tol['movement_int8_steps']:g}, others <= {tol['int8_steps']:g})"
+        )
+    if "models" in report:
+        models = report["models"]
+        print()
+        print(
+            f"model level: {models['samples']} test images of {models['data']}, vs Keras "
+            f"(top-1 {models['reference']['top1_accuracy']:.1%}; {models['seconds']:.0f} s)"
+        )
+        print(model_table(models))
+    attribution = report.get("int8_attribution")
+    if attribution:
+        print()
+        if "error" in attribution:
+            print(f"int8 attribution: {attribution['error']}")
+        else:
+            print(
+                f"int8 attribution (QuantizationDebugger, {attribution['debug_samples']} "
+                f"images; rmse/scale, rounding alone = 0.29; top {len(attribution['top'])} "
+                f"of {len(attribution['layers'])} layers)"
+            )
+            print(attribution_table(attribution))
+    cells = [c for part in ("ops", "models") for c in report.get(part, {}).get("cells", [])]
+    for line in unavailable_reasons(cells):
+        print(f"unavailable: {line}")
+    print()
+    if report["passed"]:
+        print(f"verify: PASSED ({len(cells)} cells)")
+        return
+    print(f"verify: FAILED ({len(report['failures'])} of {len(cells)} cells)")
+    for line in report["failures"]:
+        print(f"  {line}")

@@ -1,0 +1,155 @@
+"""Model level: every artifact in RUN/export against the run's Keras model on real images."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from export.manifest import MANIFEST_FILE
+from export.pipeline import EXPORT_DIR
+from export.verify.cells import ERROR, FAIL, PASS, UNAVAILABLE, cell, open_session, summarize
+from export.verify.metrics import compare_logits
+from export.verify.modelrules import FORMAT_RULES, judge_model
+from export.verify.oplevel import check_runtimes
+from export.verify.tolerance import DEFAULT_TOLERANCES, Tolerances
+from toolkit.data import load_data
+from toolkit.errors import UsageError
+from toolkit.runfolder import MODEL_FILE, Run
+from toolkit.runtimes import RUNTIMES
+
+CHUNK = 256  # images per runtime call: bounds activation memory on big test splits
+
+
+def read_export(run: Run) -> tuple[Path, dict]:
+    """RUN/export and its model.json; UsageError saying how to create them when missing."""
+    folder = run.path / EXPORT_DIR
+    manifest_path = folder / MANIFEST_FILE
+    how = f"run `toolkit export {run.path} --format all` first"
+    if not manifest_path.is_file():
+        raise UsageError(f"{run.path} has no exported models ({manifest_path} not found): {how}")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        artifacts = manifest["artifacts"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{manifest_path} is unreadable ({exc!r}): {how}") from exc
+    if not artifacts:
+        raise UsageError(f"{manifest_path} lists no artifacts: {how}")
+    return folder, manifest
+
+
+def test_images(run: Run, samples: int | None) -> tuple[np.ndarray, np.ndarray, str]:
+    """The first `samples` (default all) test images of the run's data, float32 0-255."""
+    if samples is not None and samples < 1:
+        raise UsageError(f"--samples must be a positive integer, got {samples}")
+    options = run.config.get("options") or {}
+    spec = options.get("data")
+    if not spec:
+        raise UsageError(f"{run.path}/config.json names no data: the run folder is incomplete")
+    data = load_data(spec, seed=int(options.get("seed", 0)))
+    count = len(data.x_test) if samples is None else min(samples, len(data.x_test))
+    return data.x_test[:count].astype(np.float32), data.y_test[:count], spec
+
+
+def run_chunked(session, images: np.ndarray) -> np.ndarray:
+    """session.run over CHUNK-sized slices, concatenated."""
+    parts = [session.run(images[i : i + CHUNK]) for i in range(0, len(images), CHUNK)]
+    return np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
+
+
+def verify_models(
+    run: Run,
+    runtimes: Iterable[str] | None = None,
+    samples: int | None = None,
+    tolerances: Tolerances = DEFAULT_TOLERANCES,
+    data: tuple[np.ndarray, np.ndarray, str] | None = None,
+) -> dict:
+    """Model-level report: a cell per (artifact, runtime) with logits metrics vs Keras.
+
+    `data`: (images, labels, spec) already loaded by `test_images`, else loaded here.
+    """
+    start = time.perf_counter()
+    chosen = check_runtimes(runtimes)
+    folder, manifest = read_export(run)
+    images, labels, spec = data if data is not None else test_images(run, samples)
+    reference_session = open_session(run.path / MODEL_FILE, "keras")
+    if isinstance(reference_session, str):
+        raise UsageError(f"the Keras reference cannot run: {reference_session}")
+    check_labels_fit(labels, manifest)
+    reference = run_chunked(reference_session, images)
+    reference_accuracy = float(np.mean(np.argmax(reference, axis=1) == labels))
+    cells = []
+    for fmt, entry in manifest["artifacts"].items():
+        path = folder / str(entry.get("file", ""))
+        for runtime in chosen:
+            if path.suffix in RUNTIMES[runtime].suffixes:
+                cells.append(_model_cell(fmt, path, runtime, images, labels, reference, tolerances))
+    return {
+        "export_folder": str(folder),
+        "data": spec,
+        "split": "test",
+        "samples": int(len(images)),
+        "reference": {"runtime": "keras", "file": MODEL_FILE, "top1_accuracy": reference_accuracy},
+        "runtimes": chosen,
+        "rules": {f: r.describe(tolerances) for f, r in FORMAT_RULES.items()},
+        "cells": cells,
+        "summary": summarize(cells),
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+
+
+def check_labels_fit(labels: np.ndarray, manifest: dict) -> None:
+    """UsageError when a test label has no logit (data of another run)."""
+    classes = int(manifest.get("num_classes") or 0)
+    if classes and len(labels) and int(labels.max()) >= classes:
+        raise UsageError(
+            f"test label {int(labels.max())} does not fit the model's {classes} classes: "
+            "the run's data changed since training"
+        )
+
+
+def _model_cell(
+    fmt: str,
+    path: Path,
+    runtime: str,
+    images: np.ndarray,
+    labels: np.ndarray,
+    reference: np.ndarray,
+    tolerances: Tolerances,
+) -> dict:
+    """Run one artifact in one runtime and judge its logits against the Keras logits."""
+    rule = FORMAT_RULES.get(fmt)
+    precision = rule.precision if rule else "unknown"
+    base = {"level": "model", "format": fmt, "file": path.name}
+    if not path.is_file():
+        reason = f"{path} is listed in model.json but missing: export it again"
+        return cell(base, runtime, precision, fmt, ERROR, reason=reason)
+    try:
+        session = open_session(path, runtime)
+        if isinstance(session, str):
+            return cell(base, runtime, precision, fmt, UNAVAILABLE, reason=session)
+        logits = run_chunked(session, images)
+        metrics = compare_logits(logits, reference, labels)
+    except Exception as exc:  # noqa: BLE001  (a runtime failure is that cell's error)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return cell(base, runtime, precision, fmt, ERROR, reason=first)
+    if rule is None:
+        return cell(base, runtime, precision, fmt, PASS, reason="no rule for this format")
+    failed = judge_model(rule, metrics, tolerances)
+    return cell(
+        base,
+        runtime,
+        precision,
+        fmt,
+        FAIL if failed else PASS,
+        reason="; ".join(failed) or None,
+        providers=list(session.providers),
+        metrics=metrics,
+        tolerance=rule.describe(tolerances),
+    )
+
+
+__all__ = ["read_export", "test_images", "verify_models"]

@@ -1,0 +1,126 @@
+"""OP_ARTIFACTS: a one-op Keras model written as .keras, ONNX, ONNX int8, TFLite fp32 and int8.
+
+The ONNX and TFLite files come from the converters of `toolkit export` (tf2onnx with the same
+serving function, the same TFLiteConverter recipes, the same onnxruntime QDQ settings), so a
+verified op is exported exactly as it is inside an exported model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import keras
+import numpy as np
+import onnx
+from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+from onnxruntime.quantization.shape_inference import quant_pre_process
+
+from export.onnx import keras_to_onnx
+from export.onnx_int8 import ImageReader
+from export.pipeline import DEFAULT_OPSET
+from export.source import ExportSource
+from export.tflite import FP32, INT8, convert_tflite
+from toolkit.native_logs import captured_native_stderr
+
+
+@dataclass
+class OpExport:
+    """A one-op model, its input shape and calibration samples, and a scratch folder."""
+
+    model: keras.Model
+    input_shape: tuple[int, ...]
+    calibration: np.ndarray
+    folder: Path
+    opset: int = DEFAULT_OPSET
+    _onnx: onnx.ModelProto | None = field(default=None, repr=False)
+    _source: ExportSource | None = field(default=None, repr=False)
+
+    def onnx_graph(self) -> onnx.ModelProto:
+        """The float32 tf2onnx graph, converted once."""
+        if self._onnx is None:
+            self._onnx = keras_to_onnx(self.model, self.input_shape, self.opset)
+        return self._onnx
+
+    def source(self) -> ExportSource:
+        """An ExportSource for the TFLite converter: no run, calibration set directly."""
+        if self._source is None:
+            scratch = self.folder / "scratch"
+            scratch.mkdir(parents=True, exist_ok=True)
+            self._source = ExportSource(
+                run=None,  # the TFLite converter only reads model, scratch and calibration
+                model=self.model,
+                opset=self.opset,
+                calib_data=None,
+                calib_samples=len(self.calibration),
+                scratch=scratch,
+            )
+            self._source.calibration = self.calibration  # overrides the cached property
+        return self._source
+
+
+def _keras(op: OpExport, path: Path) -> None:
+    op.model.save(path)
+
+
+def _onnx(op: OpExport, path: Path) -> None:
+    onnx.save(op.onnx_graph(), str(path))
+
+
+def _onnx_int8(op: OpExport, path: Path) -> None:
+    """Static QDQ int8 with the settings of `toolkit export --format onnx-int8`."""
+    fp32, prepared = op.folder / "int8_fp32.onnx", op.folder / "int8_prepared.onnx"
+    onnx.save(op.onnx_graph(), str(fp32))
+    with captured_native_stderr():
+        quant_pre_process(str(fp32), str(prepared), skip_symbolic_shape=True)
+        quantize_static(
+            str(prepared),
+            str(path),
+            ImageReader(op.calibration),
+            quant_format=QuantFormat.QDQ,
+            per_channel=True,
+            activation_type=QuantType.QInt8,
+            weight_type=QuantType.QInt8,
+            calibrate_method=CalibrationMethod.MinMax,
+        )
+
+
+def _tflite(op: OpExport, path: Path) -> None:
+    convert_tflite(op.source(), path, FP32)
+
+
+def _tflite_int8(op: OpExport, path: Path) -> None:
+    convert_tflite(op.source(), path, INT8)
+
+
+@dataclass(frozen=True)
+class OpArtifact:
+    """One artifact kind of an op model: file, precision and the runtimes that load it."""
+
+    name: str
+    filename: str
+    precision: str  # "fp32" or "int8"
+    runtimes: tuple[str, ...]
+    write: Callable[[OpExport, Path], None]
+
+
+OP_ARTIFACTS: dict[str, OpArtifact] = {
+    a.name: a
+    for a in (
+        OpArtifact("keras", "op.keras", "fp32", ("keras",), _keras),
+        OpArtifact("onnx", "op.onnx", "fp32", ("ort-cpu", "ort-cuda"), _onnx),
+        OpArtifact("onnx-int8", "op_int8.onnx", "int8", ("ort-cpu", "ort-cuda"), _onnx_int8),
+        OpArtifact("tflite", "op_fp32.tflite", "fp32", ("litert",), _tflite),
+        OpArtifact("tflite-int8", "op_int8.tflite", "int8", ("litert",), _tflite_int8),
+    )
+}
+PRECISIONS = ("fp32", "int8")
+
+
+def artifact_for(runtime: str, precision: str) -> OpArtifact | None:
+    """The artifact kind of `precision` that `runtime` runs, or None."""
+    for artifact in OP_ARTIFACTS.values():
+        if artifact.precision == precision and runtime in artifact.runtimes:
+            return artifact
+    return None

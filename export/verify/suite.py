@@ -1,0 +1,84 @@
+"""`verify_run`: op level, model level and int8 attribution of one run, as one report dict."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from export.verify.attribution import INT8_FORMATS, attribute_int8
+from export.verify.cases import Params
+from export.verify.cells import describe
+from export.verify.modellevel import read_export, test_images, verify_models
+from export.verify.modelrules import rationale as model_rationale
+from export.verify.oplevel import check_ops, check_runtimes, verify_ops
+from export.verify.quiet import quiet_tensorflow
+from export.verify.tolerance import DEFAULT_TOLERANCES, Tolerances
+from toolkit.errors import UsageError
+from toolkit.runfolder import open_run
+from toolkit.versions import versions
+
+LEVELS = ("all", "ops", "models")
+ATTRIBUTION_SAMPLES = 32  # debug images for the int8 attribution (capped by --samples)
+
+
+def verify_run(
+    run_dir: str | Path,
+    level: str = "all",
+    runtimes: Iterable[str] | None = None,
+    samples: int | None = None,
+    tolerances: Tolerances = DEFAULT_TOLERANCES,
+    shapes: str | Mapping[str, Sequence[Params]] = "full",
+    ops: Iterable[str] | None = None,
+) -> dict:
+    """The full report of RUN; bad input (run, export folder, runtime, op) is a UsageError
+    raised before any work."""
+    if level not in LEVELS:
+        raise UsageError(f"unknown level '{level}': choose from {', '.join(LEVELS)}")
+    run = open_run(run_dir)
+    chosen = check_runtimes(runtimes)
+    op_names = check_ops(ops)
+    if level != "ops":  # bad export folder, --samples or data: fail before any work
+        _, manifest = read_export(run)
+        data = test_images(run, samples)
+    report: dict = {
+        "tool": "toolkit verify",
+        "run": str(run.path),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "versions": versions(),
+        "options": {
+            "level": level,
+            "runtimes": chosen,
+            "samples": samples,
+            "shapes": shapes if isinstance(shapes, str) else "custom",
+            "ops": op_names,
+        },
+        "tolerances": {**tolerances.to_dict(), "model_rules": model_rationale()},
+    }
+    with quiet_tensorflow():
+        if level != "models":
+            report["ops"] = verify_ops(shapes, op_names, chosen, tolerances)
+        if level != "ops":
+            report["models"] = verify_models(run, chosen, samples, tolerances, data)
+            if any(f in manifest["artifacts"] for f in INT8_FORMATS):
+                report["int8_attribution"] = _attribution(run, manifest, data[0])
+    failures = [
+        describe(c)
+        for part in ("ops", "models")
+        for c in report.get(part, {}).get("cells", [])
+        if c["status"] in ("fail", "error")
+    ]
+    report["failures"] = failures
+    report["passed"] = not failures
+    return report
+
+
+def _attribution(run, manifest: dict, images) -> dict:
+    """The int8 attribution, or the reason the debugger failed (a diagnostic, not a verdict)."""
+    try:
+        return attribute_int8(run, manifest, images, min(ATTRIBUTION_SAMPLES, len(images)))
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (the debugger is TF-internal; report, go on)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return {"error": f"QuantizationDebugger failed ({type(exc).__name__}: {first})"}

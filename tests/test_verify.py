@@ -1,0 +1,289 @@
+"""`toolkit verify`: op and model parity on tiny runs, wrong ops caught, report, exit codes."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+from export import export_run
+from export.verify import OP_CASES, Tolerances, verify_ops
+from export.verify.cells import FAIL, NOT_APPLICABLE, PASS, UNAVAILABLE
+from export.verify.command import REPORT_FILE
+from export.verify.metrics import compare
+from export.verify.opexport import PRECISIONS
+from toolkit import cli
+from toolkit.ops import LocalitySelfAttention, PartialShift
+from toolkit.runtimes import RUNTIMES
+from toolkit.training.train import TrainOptions, train
+
+MODELS = ("shiftvit", "vit-lsa")
+DATA = "shapes:300"
+CALIB_SAMPLES = 64
+CPU_RUNTIMES = ["keras", "litert", "ort-cpu"]
+SHIFT_SHAPE = {"shift": [{"h": 5, "w": 7, "c": 26, "num_div": 12, "shift_pixel": 1}]}
+STATUSES = {PASS, FAIL, UNAVAILABLE, NOT_APPLICABLE, "error"}
+pytestmark = pytest.mark.filterwarnings("ignore:Statistics for quantized inputs:UserWarning")
+
+
+# -- deliberately wrong ops --
+
+
+@keras.saving.register_keras_serializable(package="test_verify")
+class CropPadShift(PartialShift):
+    """The keras.io formulation: each group is cropped and padded back at the same offset, so
+    nothing moves (only a border line is zeroed)."""
+
+    def call(self, x):
+        g, s = x.shape[-1] // self.num_div, self.shift_pixel
+
+        def crop_pad(t, axis: int, offset: int):
+            index, pads = [slice(None)] * 4, [[0, 0]] * 4
+            index[axis] = slice(offset, offset + t.shape[axis] - s)
+            pads[axis] = [offset, s - offset]
+            return keras.ops.pad(t[tuple(index)], pads)
+
+        parts = [
+            crop_pad(x[..., 0:g], 2, 0),
+            crop_pad(x[..., g : 2 * g], 2, s),
+            crop_pad(x[..., 2 * g : 3 * g], 1, 0),
+            crop_pad(x[..., 3 * g : 4 * g], 1, s),
+            x[..., 4 * g :],
+        ]
+        return keras.ops.concatenate(parts, axis=-1)
+
+
+@keras.saving.register_keras_serializable(package="test_verify")
+class UnmaskedLSA(LocalitySelfAttention):
+    """LSA with its learned temperature but without the diagonal mask."""
+
+    def call(self, x, return_attention_scores=False, training=None):
+        t = x.shape[1]
+        q, k, v = (
+            self.split_heads(d(x), t) for d in (self.query_dense, self.key_dense, self.value_dense)
+        )
+        scores = keras.ops.matmul(q / self.tau, keras.ops.transpose(k, (0, 1, 3, 2)))
+        attended = keras.ops.matmul(keras.ops.softmax(scores, axis=-1), v)
+        merged = keras.ops.reshape(
+            keras.ops.transpose(attended, (0, 2, 1, 3)), (-1, t, self.num_heads * self.key_dim)
+        )
+        return self.output_dense(merged)
+
+
+# -- running the command the way the CLI does --
+
+
+def verify_main(argv: list[str]) -> int:
+    """`toolkit verify ARGV` through the CLI entry point."""
+    return cli.main(["verify", *argv])
+
+
+# -- fixtures: one real run folder per tiny model, exported to every format --
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """Tiny runs (1 epoch on synthetic shapes), exported with `--format all`."""
+    root = tmp_path_factory.mktemp("verify")
+    out = {}
+    for model in MODELS:
+        run_dir = train(TrainOptions(model, "tiny", DATA, epochs=1), out=root / model)
+        export_run(run_dir, "all", calib_samples=CALIB_SAMPLES)
+        out[model] = run_dir
+    return out
+
+
+@pytest.fixture(scope="module")
+def verified(runs) -> dict[str, tuple[int, dict]]:
+    """`toolkit verify` on each run: shiftvit at both levels (quick op shapes), vit-lsa
+    models only (the op level does not depend on the run); exit code and verify.json."""
+    argv = {"shiftvit": ["--shapes", "quick"], "vit-lsa": ["--models-only"]}
+    out = {}
+    for model, run_dir in runs.items():
+        code = verify_main([str(run_dir), *argv[model]])
+        out[model] = (code, json.loads((run_dir / REPORT_FILE).read_text()))
+    return out
+
+
+# -- acceptance --
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_verify_passes_on_tiny_runs(verified, model):
+    code, report = verified[model]
+    cells = [c for part in ("ops", "models") for c in report.get(part, {}).get("cells", [])]
+    failures = [c for c in cells if c["status"] in (FAIL, "error")]
+    assert code == 0, report["failures"]
+    assert report["passed"] and not failures
+    assert any(c["status"] == PASS for c in cells)
+
+
+def test_op_report_has_a_cell_for_every_op_shape_runtime_precision(verified):
+    _, report = verified["shiftvit"]
+    ops = report["ops"]
+    index = {(c["op"], c["shape"], c["runtime"], c["precision"]): c for c in ops["cells"]}
+    assert len(index) == len(ops["cells"])
+    for name, case in OP_CASES.items():
+        for params in case.shapes["quick"]:
+            for runtime in RUNTIMES:
+                for precision in PRECISIONS:
+                    c = index[(name, case.label(params), runtime, precision)]
+                    assert c["status"] in STATUSES
+                    if c["status"] in (PASS, FAIL):
+                        m = c["metrics"]
+                        for key in ("max_abs", "mean_abs", "max_rel", "cosine", "min_atol"):
+                            assert m[key] is not None and math.isfinite(m[key]), (key, c)
+                        assert c["tolerance"]["atol"] is not None
+                        if precision == "int8":
+                            assert m["output_scale"] > 0 and m["min_steps"] >= 0
+    fp32_exact = [
+        c
+        for c in ops["cells"]
+        if c["op"] in ("shift", "shifted-patches")
+        and c["precision"] == "fp32"
+        and c["status"] == PASS
+    ]
+    assert fp32_exact and all(c["metrics"]["max_abs"] == 0 for c in fp32_exact)
+    assert "steps" in report["tolerances"]["rationale"]
+
+
+def test_model_report_covers_every_artifact_and_attributes_int8(verified, runs):
+    for model, run_dir in runs.items():
+        _, report = verified[model]
+        manifest = json.loads((run_dir / "export" / "model.json").read_text())
+        got = {(c["format"], c["runtime"]) for c in report["models"]["cells"]}
+        want = {
+            (fmt, r)
+            for fmt, entry in manifest["artifacts"].items()
+            for r, runtime in RUNTIMES.items()
+            if Path(entry["file"]).suffix in runtime.suffixes
+        }
+        assert got == want
+        for c in report["models"]["cells"]:
+            if c["status"] in (PASS, FAIL):
+                assert 0.0 <= c["metrics"]["top1_agreement"] <= 1.0
+                assert c["metrics"]["cosine"] is not None
+        layers = report["int8_attribution"]["top"]
+        assert 0 < len(layers) <= 10
+        ranked = [layer["rmse/scale"] for layer in layers]
+        assert ranked == sorted(ranked, reverse=True)
+
+
+def test_ort_cuda_is_never_a_cpu_result(verified):
+    _, report = verified["shiftvit"]
+    reason = RUNTIMES["ort-cuda"].unavailable()
+    cells = [c for part in ("ops", "models") for c in report[part]["cells"]]
+    cuda = [c for c in cells if c["runtime"] == "ort-cuda" and c["status"] != NOT_APPLICABLE]
+    assert cuda
+    for c in cuda:
+        if reason is not None or c["status"] == UNAVAILABLE:
+            assert c["status"] == UNAVAILABLE and c["reason"], c
+        else:
+            assert "CUDAExecutionProvider" in c["providers"], c
+
+
+# -- wrong ops must fail, naming the op and the runtime --
+
+
+def test_wrong_shift_fails_naming_op_and_runtime():
+    report = verify_ops(SHIFT_SHAPE, ops=["shift"], overrides={"shift": CropPadShift})
+    failed = {(c["runtime"], c["precision"]) for c in report["cells"] if c["status"] == FAIL}
+    assert {(r, "fp32") for r in CPU_RUNTIMES} <= failed
+    assert not report["summary"]["passed"]
+    for runtime in CPU_RUNTIMES:
+        assert any(
+            line.startswith("shift [") and f"on {runtime} (fp32): fail" in line
+            for line in report["summary"]["failures"]
+        ), runtime
+
+
+def test_wrong_lsa_fails_naming_op_and_runtime():
+    report = verify_ops("quick", ops=["lsa"], overrides={"lsa": UnmaskedLSA})
+    failed = {(c["runtime"], c["precision"]) for c in report["cells"] if c["status"] == FAIL}
+    assert {(r, "fp32") for r in CPU_RUNTIMES} <= failed
+    for runtime in CPU_RUNTIMES:
+        assert any(
+            line.startswith("lsa [") and f"on {runtime} (fp32): fail" in line
+            for line in report["summary"]["failures"]
+        ), runtime
+
+
+def test_correct_shift_passes_bit_exact():
+    report = verify_ops(SHIFT_SHAPE, ops=["shift"], runtimes=CPU_RUNTIMES)
+    assert report["summary"]["passed"], report["summary"]["failures"]
+    fp32 = [c for c in report["cells"] if c["precision"] == "fp32"]
+    assert len(fp32) == 3 and all(c["metrics"]["max_abs"] == 0 for c in fp32)
+
+
+# -- exit codes --
+
+
+def test_tolerance_exceeded_exits_1(runs, tmp_path, capsys):
+    out = tmp_path / "report.json"
+    argv = [
+        str(runs["shiftvit"]),
+        "--ops-only",
+        "--ops",
+        "spt",
+        "--shapes",
+        "quick",
+        "--runtimes",
+        "litert",
+        "--atol-fp32",
+        "1e-12",
+        "--json",
+        str(out),
+    ]
+    assert verify_main(argv) == 1
+    report = json.loads(out.read_text())
+    assert not report["passed"]
+    assert any(
+        line.startswith("spt [") and "litert (fp32): fail" in line for line in report["failures"]
+    )
+    assert "verify: FAILED" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["{missing}"], "does not exist"),
+        (["{run}", "--runtimes", "ort-gpu"], "did you mean 'ort-cpu'"),
+        (["{run}", "--ops", "lsa,shfit", "--ops-only"], "did you mean 'shift'"),
+        (["{bare}"], "toolkit export"),
+        (["{run}", "--samples", "0"], "--samples"),
+        (["{run}", "--int8-steps", "0"], "--int8-steps"),
+        (["{run}", "--ops-only", "--models-only"], "not allowed with"),
+        (["{run}", "--json", "{missing}/r.json"], "does not exist"),
+    ],
+)
+def test_bad_input_exits_2(runs, tmp_path, capsys, argv, message):
+    bare = tmp_path / "bare"  # a run folder that was never exported
+    bare.mkdir()
+    for name in ("config.json", "model.keras", "labels.txt"):
+        (bare / name).write_bytes((runs["shiftvit"] / name).read_bytes())
+    paths = {"run": runs["shiftvit"], "bare": bare, "missing": tmp_path / "nope"}
+    argv = [a.format(**paths) for a in argv]
+    assert verify_main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+
+
+# -- metrics --
+
+
+def test_compare_metrics():
+    e = np.array([[0.0, 1.0, -2.0, 4.0]])
+    exact = compare(e.astype(np.float32), e)
+    assert exact["max_abs"] == 0 and exact["cosine"] == pytest.approx(1.0)
+    off = compare(e + np.array([[1e-3, 0, 0, -2e-3]]), e)
+    assert off["max_abs"] == pytest.approx(2e-3) and off["min_atol"] == off["max_abs"]
+    assert off["mean_abs"] == pytest.approx(7.5e-4)
+    assert off["max_rel"] == pytest.approx(1e-3 / (1e-3 * 4))  # zero reference: floored
+    bad = compare(np.array([[np.nan, 1.0, -2.0, 4.0]]), e)
+    assert not bad["finite"] and bad["max_abs"] is None
+    json.dumps(bad, allow_nan=False)
+    assert Tolerances().to_dict()["int8_steps"] == 16
