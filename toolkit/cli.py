@@ -82,9 +82,10 @@ def _add_demo(p: argparse.ArgumentParser) -> None:
 def _run_demo(args: argparse.Namespace) -> int:
     from toolkit.demo import run_demo
 
-    root = run_demo(args.data, args.out, args.epochs)
-    print(f"demo finished: everything is under {root}")
-    return 0
+    root, passed = run_demo(args.data, args.out, args.epochs)
+    verdict = "every verification passed" if passed else "a verification FAILED (see above)"
+    print(f"demo finished, {verdict}: everything is under {root}")
+    return 0 if passed else 1
 
 
 def _add_export(p: argparse.ArgumentParser) -> None:

@@ -13,13 +13,22 @@ DEMO_MODELS = ("shiftvit", "vit-lsa")
 RUN_FILES = ("model.keras", "config.json", "history.csv", "metrics.json", "labels.txt")
 
 
-def run_demo(data: str = "shapes", out: Path | None = None, epochs: int | None = None) -> Path:
-    """Train, evaluate and export each demo model at the tiny preset; return the demo folder."""
+def run_demo(
+    data: str = "shapes", out: Path | None = None, epochs: int | None = None
+) -> tuple[Path, bool]:
+    """Train, evaluate, export and verify each demo model at the tiny preset.
+
+    Returns the demo folder and whether every verification passed.
+    """
     from export import export_run
+    from export.verify import verify_run
+    from export.verify.command import print_report
+    from toolkit import atomic
 
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     root = Path(out) if out is not None else Path("runs") / f"demo-{stamp}"
     calib_samples = min(500, len(load_data(data).y_train))
+    passed = True
     for model in DEMO_MODELS:
         run_dir = root / model
         print(f"== {model}: training the tiny preset on {data}", flush=True)
@@ -39,4 +48,10 @@ def run_demo(data: str = "shapes", out: Path | None = None, epochs: int | None =
             size = entry["size_bytes"] / 1024
             print(f"   {fmt:22s} -> {run_dir / 'export' / entry['file']} ({size:.0f} KB)")
         print(f"   {'model.json':22s} -> {run_dir / 'export' / 'model.json'}")
-    return root
+        print(f"== {model}: verifying ops (quick shapes) and every artifact", flush=True)
+        report = verify_run(run_dir, shapes="quick")
+        atomic.write_json(run_dir / "verify.json", report)
+        print_report(report)
+        print(f"   {'verify.json':22s} -> {run_dir / 'verify.json'}")
+        passed = passed and report["passed"]
+    return root, passed
