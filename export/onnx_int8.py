@@ -34,23 +34,31 @@ class ImageReader(CalibrationDataReader):
         return None if batch is None else {INPUT_NAME: batch}
 
 
-def convert_onnx_int8(src: ExportSource, path: Path) -> None:
-    """Converter of `onnx-int8`: shape inference + optimisation, then QDQ int8 quantization."""
-    work = Path(src.scratch) / "onnx-int8"
-    work.mkdir(exist_ok=True)
-    fp32, prepared, quantized = work / "fp32.onnx", work / "prepared.onnx", work / "int8.onnx"
-    onnx.save(fp32_onnx(src), str(fp32))
+def quantize_qdq(
+    graph: onnx.ModelProto, calibration: np.ndarray, work: Path, quantized: Path
+) -> None:
+    """The `onnx-int8` recipe: shape inference, then static QDQ int8 calibrated on images."""
+    fp32, prepared = work / "fp32.onnx", work / "prepared.onnx"
+    onnx.save(graph, str(fp32))
     with captured_native_stderr():
         # symbolic shape inference needs sympy; ONNX shape inference covers these static graphs
         quant_pre_process(str(fp32), str(prepared), skip_symbolic_shape=True)
         quantize_static(
             str(prepared),
             str(quantized),
-            ImageReader(src.calibration),
+            ImageReader(calibration),
             quant_format=QuantFormat.QDQ,
             per_channel=True,
             activation_type=QuantType.QInt8,
             weight_type=QuantType.QInt8,
             calibrate_method=CalibrationMethod.MinMax,
         )
+
+
+def convert_onnx_int8(src: ExportSource, path: Path) -> None:
+    """Converter of `onnx-int8`: `quantize_qdq` of the fp32 graph, then metadata and save."""
+    work = Path(src.scratch) / "onnx-int8"
+    work.mkdir(exist_ok=True)
+    quantized = work / "int8.onnx"
+    quantize_qdq(fp32_onnx(src), src.calibration, work, quantized)
     save_onnx(onnx.load(str(quantized)), src, "onnx-int8", path)

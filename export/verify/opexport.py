@@ -14,15 +14,12 @@ from pathlib import Path
 import keras
 import numpy as np
 import onnx
-from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
-from onnxruntime.quantization.shape_inference import quant_pre_process
 
 from export.onnx import keras_to_onnx
-from export.onnx_int8 import ImageReader
+from export.onnx_int8 import quantize_qdq
 from export.pipeline import DEFAULT_OPSET
 from export.source import ExportSource
 from export.tflite import FP32, INT8, convert_tflite
-from toolkit.native_logs import captured_native_stderr
 
 
 @dataclass
@@ -70,20 +67,9 @@ def _onnx(op: OpExport, path: Path) -> None:
 
 def _onnx_int8(op: OpExport, path: Path) -> None:
     """Static QDQ int8 with the settings of `toolkit export --format onnx-int8`."""
-    fp32, prepared = op.folder / "int8_fp32.onnx", op.folder / "int8_prepared.onnx"
-    onnx.save(op.onnx_graph(), str(fp32))
-    with captured_native_stderr():
-        quant_pre_process(str(fp32), str(prepared), skip_symbolic_shape=True)
-        quantize_static(
-            str(prepared),
-            str(path),
-            ImageReader(op.calibration),
-            quant_format=QuantFormat.QDQ,
-            per_channel=True,
-            activation_type=QuantType.QInt8,
-            weight_type=QuantType.QInt8,
-            calibrate_method=CalibrationMethod.MinMax,
-        )
+    work = op.folder / "onnx-int8"
+    work.mkdir(exist_ok=True)
+    quantize_qdq(op.onnx_graph(), op.calibration, work, path)
 
 
 def _tflite(op: OpExport, path: Path) -> None:
