@@ -53,7 +53,9 @@ INPUT_SHAPE = (32, 32, 3)
 NUM_CLASSES = {"shiftvit": 10, "vit-lsa": 100, "vit": 100}
 TRAIN_IMAGES = {"shiftvit": 40_000, "vit-lsa": 50_000, "vit": 50_000}  # sizes the LR schedule
 PORT = "keras.io port"
-RESULTS = Path(__file__).parent / "results"
+CORES = os.cpu_count() or 1
+QUIET = 0.10  # a timing segment counts as undisturbed when others used <= 10% of the CPU
+ANALYSIS_MARKER = "<!-- analysis: kept when the script rewrites this file -->"
 
 
 def _toolkit_pipeline():
@@ -78,32 +80,83 @@ def _fallback_train_dataset(x, y, batch_size, aug, seed=0):
 
 @dataclass
 class Run:
-    """One measured row."""
+    """One row. images/s: median over the interleaved rounds (best: the fastest round);
+    images per CPU-second of this process, which other processes on the machine disturb much
+    less. Speed-ups: median over the rounds of this row's figure over the port's, same round."""
 
     model: str
     implementation: str
     batch_size: int
     steps: int
     warmup: int
-    seconds: float
     images_per_s: float
+    best_images_per_s: float
+    images_per_cpu_s: float
+    rounds_images_per_s: list[float]
+    rounds_images_per_cpu_s: list[float]
+    rounds_other_cpu: list[float | None]
     trainable_params: int
     jit_compile: bool
     pipeline: str
+    build_and_warmup_s: float
     speedup_vs_port: float | None = None
+    cpu_speedup_vs_port: float | None = None
 
 
 class _StepClock(keras.callbacks.Callback):
-    """perf_counter at the end of every train batch (after the step's result is ready)."""
+    """At the end of every train batch (once its result is ready): wall clock, this process's
+    CPU time, and the machine's busy CPU time."""
 
     def __init__(self):
         super().__init__()
-        self.ends: list[float] = []
+        self.ends: list[tuple[float, float, float | None]] = []
 
     def on_train_batch_end(self, batch, logs=None):
         if logs and "loss" in logs:
             float(logs["loss"])  # make sure the step has finished before reading the clock
-        self.ends.append(time.perf_counter())
+        self.ends.append((time.perf_counter(), _own_seconds(), _busy_seconds()))
+
+
+def _busy_seconds() -> float | None:
+    """CPU-seconds all processes have spent busy (from /proc/stat), None where unavailable."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_seconds() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def _fit(model, dataset, steps: int) -> list[tuple[float, float, float | None]]:
+    clock = _StepClock()
+    model.fit(dataset, epochs=1, steps_per_epoch=steps, callbacks=[clock], verbose=0)
+    if len(clock.ends) != steps:
+        raise RuntimeError(f"expected {steps} steps, got {len(clock.ends)}")
+    return clock.ends
+
+
+@dataclass
+class Segment:
+    """`steps` timed training steps."""
+
+    seconds: float  # wall clock
+    cpu_seconds: float  # CPU time of this process (all its threads, tf.data included)
+    other: float | None  # share of the machine's CPU that other processes used meanwhile
+
+
+def _timed_segment(model, dataset, steps: int) -> Segment:
+    """Time `steps` steps; one untimed step before them absorbs the start of a new iterator."""
+    ends = _fit(model, dataset, steps + 1)
+    (wall0, own0, busy0), (wall1, own1, busy1) = ends[0], ends[-1]
+    other = None
+    if busy0 is not None and busy1 is not None:
+        other = max(0.0, (busy1 - busy0) - (own1 - own0)) / ((wall1 - wall0) * CORES)
+    return Segment(wall1 - wall0, own1 - own0, other)
 
 
 def _trainable(model: keras.Model) -> int:
@@ -144,26 +197,6 @@ def _compile_port(model, preset, steps_per_epoch: int) -> None:
     )
 
 
-def _time_fit(model, dataset, warmup: int, steps: int) -> float:
-    clock = _StepClock()
-    model.fit(
-        dataset.repeat(),
-        epochs=1,
-        steps_per_epoch=warmup + steps,
-        callbacks=[clock],
-        verbose=0,
-    )
-    if len(clock.ends) != warmup + steps:
-        raise RuntimeError(f"expected {warmup + steps} timed steps, got {len(clock.ends)}")
-    return clock.ends[-1] - clock.ends[warmup - 1]
-
-
-def _port_model(name, preset, x):
-    if name == "shiftvit":
-        return port.build_shiftvit_port(preset.arch, INPUT_SHAPE, NUM_CLASSES[name])
-    return port.build_vit_port(preset.arch, x, INPUT_SHAPE, NUM_CLASSES[name])
-
-
 def _ours_behind_keras_io_aug(name, preset, x, norm):
     """Our model at the training resolution behind the example's in-model augmentation."""
     size = preset.arch.image_size
@@ -173,13 +206,13 @@ def _ours_behind_keras_io_aug(name, preset, x, norm):
         aug.pop()  # our model rescales by 1/255 itself
     else:  # normalization is inside our model; it commutes with resize/flip/rotate/zoom
         aug = port.get_vit_augmentation(x, size)
-        aug.layers[0].trainable = False
         aug = keras.Sequential(aug.layers[1:], name="data_augmentation")
     ours = build_model(preset, (size, size, 3), NUM_CLASSES[name], norm_stats=norm)
     return keras.Model(inputs, ours(aug(inputs)))
 
 
-def bench_model(name: str, batch: int, steps: int, warmup: int, variants: bool) -> list[Run]:
+def _plan(name: str, batch: int, steps: int, variants: bool):
+    """[(label, make)] where make() -> (compiled model, repeated dataset, pipeline text)."""
     preset = get_preset(name, "seed")
     rng = np.random.default_rng(0)
     n = batch * steps
@@ -189,69 +222,115 @@ def bench_model(name: str, batch: int, steps: int, warmup: int, variants: bool) 
     norm = channel_stats(x) if name != "shiftvit" else None
     train_dataset, pipeline_name = _toolkit_pipeline()
     aug = preset.train.augmentation
-    plain = keras_io_pipeline = "shuffle, batch, prefetch (augmentation in the model)"
+    in_model = "shuffle(512), batch, prefetch; augmentation inside the model"
 
-    def ours(jit: bool):
-        model = build_model(preset, INPUT_SHAPE, NUM_CLASSES[name], norm_stats=norm)
-        _compile_toolkit(model, preset, steps_per_epoch, jit)
-        return model, train_dataset(x, y, batch, aug, 0), pipeline_name
+    def ours(jit: bool, augmentation=aug, note=""):
+        def make():
+            model = build_model(preset, INPUT_SHAPE, NUM_CLASSES[name], norm_stats=norm)
+            _compile_toolkit(model, preset, steps_per_epoch, jit)
+            ds = train_dataset(x, y, batch, augmentation, 0).repeat()
+            return model, ds, pipeline_name + note
+
+        return make
 
     def the_port():
-        model = _port_model(name, preset, x)
+        if name == "shiftvit":
+            model = port.build_shiftvit_port(preset.arch, INPUT_SHAPE, NUM_CLASSES[name])
+        else:
+            model = port.build_vit_port(preset.arch, x, INPUT_SHAPE, NUM_CLASSES[name])
         _compile_port(model, preset, steps_per_epoch)
-        return model, port.keras_io_dataset(x, y, batch), keras_io_pipeline
+        return model, port.keras_io_dataset(x, y, batch).repeat(), in_model
 
     def ours_in_model_aug():
         model = _ours_behind_keras_io_aug(name, preset, x, norm)
         _compile_toolkit(model, preset, steps_per_epoch, False)
-        return model, port.keras_io_dataset(x, y, batch), keras_io_pipeline
+        return model, port.keras_io_dataset(x, y, batch).repeat(), in_model
 
-    def ours_jit_no_aug():
-        model = build_model(preset, INPUT_SHAPE, NUM_CLASSES[name], norm_stats=norm)
-        _compile_toolkit(model, preset, steps_per_epoch, True)
-        no_aug = type(aug)()
-        return model, train_dataset(x, y, batch, no_aug, 0), f"{pipeline_name}, no augmentation"
-
-    plan = [
-        (PORT, the_port),
-        ("toolkit", lambda: ours(False)),
-        ("toolkit --jit", lambda: ours(True)),
-    ]
+    plan = [(PORT, the_port), ("toolkit", ours(False)), ("toolkit --jit", ours(True))]
     if variants:
         plan += [
             ("toolkit model, keras.io in-model aug", ours_in_model_aug),
-            ("toolkit --jit, no aug", ours_jit_no_aug),
+            ("toolkit --jit, no aug", ours(True, type(aug)(), ", augmentation off")),
         ]
-    runs: list[Run] = []
-    for label, make in plan:
-        keras.backend.clear_session()
+    return plan
+
+
+def bench_model(
+    name: str, batch: int, steps: int, warmup: int, rounds: int, retries: int, variants: bool
+) -> list[Run]:
+    """Build and warm up every implementation, then time them in interleaved rounds.
+
+    A segment during which other processes took more than QUIET of the CPU is timed again, up
+    to `retries` times; the last attempt counts.
+    """
+    keras.backend.clear_session()
+    entries = []
+    for label, make in _plan(name, batch, steps, variants):
         keras.utils.set_random_seed(0)
+        start = time.perf_counter()
         model, dataset, pipeline = make()
-        seconds = _time_fit(model, dataset, warmup, steps)
-        run = Run(
-            model=name,
-            implementation=label,
-            batch_size=batch,
-            steps=steps,
-            warmup=warmup,
-            seconds=round(seconds, 3),
-            images_per_s=round(batch * steps / seconds, 1),
-            trainable_params=_trainable(model),
-            jit_compile=bool(model.jit_compile),
-            pipeline=pipeline if pipeline is not plain else keras_io_pipeline,
+        _fit(model, dataset, warmup)  # traces (and for XLA compiles) the train step
+        setup = round(time.perf_counter() - start, 1)
+        print(f"  {name:9s} {label:38s} built + {warmup} warmup steps in {setup:.0f}s", flush=True)
+        entries.append((label, setup, model, dataset, pipeline, []))
+    for r in range(rounds):
+        for label, _, model, dataset, _, segments in entries:
+            for attempt in range(1 + retries):
+                seg = _timed_segment(model, dataset, steps)
+                note = "" if seg.other is None else f", other processes {seg.other:.0%} of the CPU"
+                print(
+                    f"  {name:9s} {label:38s} round {r + 1}: {batch * steps / seg.seconds:7.1f}"
+                    f" img/s, {batch * steps / seg.cpu_seconds:5.1f} img per CPU-s{note}",
+                    flush=True,
+                )
+                if seg.other is None or seg.other <= QUIET or attempt == retries:
+                    break
+            segments.append(seg)
+    runs = []
+    for label, setup, model, _, pipeline, segments in entries:
+        speeds = [round(batch * steps / g.seconds, 1) for g in segments]
+        per_cpu = [batch * steps / g.cpu_seconds for g in segments]
+        runs.append(
+            Run(
+                model=name,
+                implementation=label,
+                batch_size=batch,
+                steps=steps,
+                warmup=warmup,
+                images_per_s=round(float(np.median(speeds)), 1),
+                best_images_per_s=max(speeds),
+                images_per_cpu_s=round(float(np.median(per_cpu)), 2),
+                rounds_images_per_s=speeds,
+                rounds_images_per_cpu_s=[round(v, 2) for v in per_cpu],
+                rounds_other_cpu=[None if g.other is None else round(g.other, 2) for g in segments],
+                trainable_params=_trainable(model),
+                jit_compile=bool(model.jit_compile),
+                pipeline=pipeline,
+                build_and_warmup_s=setup,
+            )
         )
-        print(f"  {name:9s} {label:38s} {run.images_per_s:8.1f} img/s", flush=True)
-        runs.append(run)
     base = runs[0]
-    mains = {"toolkit", "toolkit --jit", PORT}
     for run in runs:
-        run.speedup_vs_port = round(run.images_per_s / base.images_per_s, 2)
-        if run.implementation in mains and run.trainable_params != base.trainable_params:
+        wall = np.array(run.rounds_images_per_s) / np.array(base.rounds_images_per_s)
+        cpu = np.array(run.rounds_images_per_cpu_s) / np.array(base.rounds_images_per_cpu_s)
+        run.speedup_vs_port = round(float(np.median(wall)), 2)
+        run.cpu_speedup_vs_port = round(float(np.median(cpu)), 2)
+        if run.trainable_params != base.trainable_params:
             raise AssertionError(
                 f"{name}: {run.implementation} has {run.trainable_params} trainable parameters, "
                 f"the port {base.trainable_params}: the architectures differ"
             )
     return runs
+
+
+def _onednn_enabled() -> bool | None:
+    """Whether TF runs its oneDNN kernels (off by default on some CPUs, this AMD EPYC one)."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):
+        return None
 
 
 def machine() -> dict:
@@ -269,26 +348,31 @@ def machine() -> dict:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "tf_intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+        "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset"),
+        "onednn": _onednn_enabled(),
         "load_average_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
 
 
 def table(runs: list[Run]) -> str:
     lines = [
-        "| model | implementation | images/s | speed-up vs port | XLA | trainable params |",
-        "|---|---|---:|---:|---|---:|",
+        "| model | implementation | images/s | best | speed-up vs port "
+        "| images per CPU-s | speed-up per CPU-s | XLA |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in runs:
         lines.append(
             f"| {r.model} | {r.implementation} | {r.images_per_s:.1f} | "
-            f"{r.speedup_vs_port:.2f}x | {'yes' if r.jit_compile else 'no'} | "
-            f"{r.trainable_params:,} |"
+            f"{r.best_images_per_s:.1f} | {r.speedup_vs_port:.2f}x | "
+            f"{r.images_per_cpu_s:.1f} | {r.cpu_speedup_vs_port:.2f}x | "
+            f"{'yes' if r.jit_compile else 'no'} |"
         )
     return "\n".join(lines)
 
 
 def markdown(report: dict, runs: list[Run]) -> str:
     m, v, a = report["machine"], report["versions"], report["args"]
+    pipelines = sorted({f"{r.implementation}: {r.pipeline}" for r in runs})
     return "\n".join(
         [
             "# Training throughput: toolkit vs keras.io port (seed presets, CPU)",
@@ -297,14 +381,22 @@ def markdown(report: dict, runs: list[Run]) -> str:
             "",
             table(runs),
             "",
-            f"Batch {a['batch_size']}, {a['warmup']} warmup steps (tracing/compilation, not "
-            f"timed), then {a['steps']} timed steps; synthetic uint8 32x32x3 images, random "
-            "labels. Parameter counts of the port and ours are asserted equal.",
+            f"Batch {a['batch_size']}; {a['warmup']} warmup steps (tracing / XLA compilation) "
+            f"untimed; then {a['rounds']} interleaved rounds of {a['steps']} timed steps per "
+            "implementation (a round disturbed by other processes, >10% of the CPU, is re-timed "
+            f"up to {a['retries']} time(s)). Synthetic uint8 32x32x3 images, random labels. "
+            "images/s: median of the rounds; best: fastest round; speed-ups: median of the "
+            "per-round ratios to the port; images per CPU-s: this process's CPU time, which "
+            "other load on the machine disturbs far less than wall time. The trainable "
+            "parameter counts of port and toolkit are asserted equal.",
             "",
-            f"- Machine: {m['cpu']}, {m['cores']} cores ({m['platform']}); load average at start "
-            f"{m['load_average_at_start']}, at end {report['load_average_at_end']}",
+            f"- Machine: {m['cpu']}, {m['cores']} cores ({m['platform']}); load average at "
+            f"start {m['load_average_at_start']}, at end {report['load_average_at_end']}; "
+            f"oneDNN {'on' if m['onednn'] else 'off'} "
+            f"(TF_ENABLE_ONEDNN_OPTS={m['TF_ENABLE_ONEDNN_OPTS']})",
             f"- Versions: python {m['python']}, " + ", ".join(f"{k} {val}" for k, val in v.items()),
-            f"- Toolkit pipeline: {runs[1].pipeline if len(runs) > 1 else '-'}",
+            "- Input pipelines:",
+            *[f"  - {p}" for p in pipelines],
             "",
         ]
     )
@@ -313,9 +405,18 @@ def markdown(report: dict, runs: list[Run]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.train_throughput", description=__doc__)
     parser.add_argument("--models", default="shiftvit,vit-lsa")
-    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="interleaved timing rounds (median reported)"
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=1,
+        help="re-time a segment disturbed by other processes (>10%% of the CPU) up to N times",
+    )
     parser.add_argument("--variants", action="store_true", help="also time the analysis rows")
     parser.add_argument("--json", type=Path, default=None, help="write the results as JSON")
     parser.add_argument("--md", type=Path, default=None, help="write the results as Markdown")
@@ -324,8 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     for m in models:
         if m not in NUM_CLASSES:
             parser.error(f"unknown model {m!r}: choose from {', '.join(NUM_CLASSES)}")
-    if args.steps < 1 or args.warmup < 1 or args.batch_size < 1:
-        parser.error("--steps, --warmup and --batch-size must be >= 1")
+    if min(args.steps, args.warmup, args.batch_size, args.rounds) < 1 or args.retries < 0:
+        parser.error("--steps, --warmup, --batch-size, --rounds must be >= 1, --retries >= 0")
 
     command = "python -m bench.train_throughput " + shlex.join(
         sys.argv[1:] if argv is None else argv
@@ -338,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
             "steps": args.steps,
             "warmup": args.warmup,
             "batch_size": args.batch_size,
+            "rounds": args.rounds,
+            "retries": args.retries,
             "variants": args.variants,
         },
         "machine": machine(),
@@ -346,7 +449,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{report['machine']['cpu']}, {report['machine']['cores']} cores; {command}", flush=True)
     runs: list[Run] = []
     for name in models:
-        runs += bench_model(name, args.batch_size, args.steps, args.warmup, args.variants)
+        runs += bench_model(
+            name, args.batch_size, args.steps, args.warmup, args.rounds, args.retries, args.variants
+        )
     report["load_average_at_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     report["results"] = [r.__dict__ for r in runs]
     print()
@@ -356,7 +461,10 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     if args.md:
         args.md.parent.mkdir(parents=True, exist_ok=True)
-        args.md.write_text(markdown(report, runs))
+        kept = ""
+        if args.md.is_file() and ANALYSIS_MARKER in args.md.read_text():
+            kept = args.md.read_text().split(ANALYSIS_MARKER, 1)[1]
+        args.md.write_text(markdown(report, runs) + "\n" + ANALYSIS_MARKER + kept)
     return 0
 
 
