@@ -187,6 +187,16 @@ def _vit_block_reference(model: keras.Model, p: Params, x: np.ndarray) -> np.nda
     return x + ref.mlp(ref.layer_norm(x, _layer(model, "block_norm2")), _layer(model, "block_mlp"))
 
 
+# Token shapes shared by LSA and the ViT block: the seed and tiny presets, and an odd one.
+_ATTENTION_SHAPES = {
+    "full": (
+        _lsa(144, 64, 4, 64),  # seed
+        _lsa(64, 48, 2, 24),  # tiny
+        _lsa(7, 10, 3, 5),  # odd
+    ),
+    "quick": (_lsa(7, 10, 3, 5),),
+}
+
 OP_CASES: dict[str, OpCase] = {
     c.name: c
     for c in (
@@ -260,14 +270,7 @@ OP_CASES: dict[str, OpCase] = {
             _lsa_build,
             _lsa_reference,
             _token_label,
-            {
-                "full": (
-                    _lsa(144, 64, 4, 64),  # seed
-                    _lsa(64, 48, 2, 24),  # tiny
-                    _lsa(7, 10, 3, 5),  # odd
-                ),
-                "quick": (_lsa(7, 10, 3, 5),),
-            },
+            _ATTENTION_SHAPES,
             LocalitySelfAttention,
         ),
         OpCase(
@@ -297,14 +300,7 @@ OP_CASES: dict[str, OpCase] = {
             _vit_block_build,
             _vit_block_reference,
             _token_label,
-            {
-                "full": (
-                    _lsa(144, 64, 4, 64),  # seed
-                    _lsa(64, 48, 2, 24),  # tiny
-                    _lsa(7, 10, 3, 5),  # odd
-                ),
-                "quick": (_lsa(7, 10, 3, 5),),
-            },
+            _ATTENTION_SHAPES,
         ),
     )
 }
