@@ -1,7 +1,7 @@
 """Training throughput (images/s) of the seed ShiftViT and ViT presets beside a keras.io port.
 
     python -m bench.train_throughput [--models shiftvit,vit-lsa] [--steps N] [--warmup N]
-        [--batch-size N] [--rounds N] [--retries N] [--variants] [--proposals]
+        [--batch-size N] [--rounds N] [--retries N] [--variants]
         [--json FILE] [--md FILE]
 
 For each model it trains, on synthetic CIFAR-shaped uint8 data (batch * steps images, random
@@ -15,8 +15,7 @@ labels):
 
 --variants adds rows that separate where a difference comes from: "toolkit model, keras.io
 in-model aug" (our network behind the example's in-model augmentation, fed like the port) and
-"toolkit --jit, no aug" (the ceiling the network sets). --proposals adds the toolkit with the
-reformulations proposed in bench/results/train_throughput.md (same math, swapped in by class).
+"toolkit --jit, no aug" (the ceiling the network sets).
 
 Every implementation is built and trained for `warmup` untimed steps (tracing, XLA
 compilation); then `rounds` interleaved rounds each time `steps` steps of every implementation
@@ -46,7 +45,6 @@ import tensorflow as tf  # noqa: E402
 
 from bench import keras_io_port as port  # noqa: E402
 from toolkit.models import build_model, channel_stats, get_preset  # noqa: E402
-from toolkit.ops import LocalitySelfAttention, PartialShift, patches  # noqa: E402
 from toolkit.training.schedule import WarmupCosine  # noqa: E402
 from toolkit.versions import versions  # noqa: E402
 
@@ -198,95 +196,6 @@ def _compile_port(model, preset, steps_per_epoch: int) -> None:
     )
 
 
-# ----------------------------------------------------------------------------------------------
-# Proposals (--proposals): same math as the toolkit's layers, formulated for faster training on
-# a CPU. Measured here by swapping the classes of a built toolkit model's layers; they are not in
-# the toolkit.
-# ----------------------------------------------------------------------------------------------
-
-
-class _SplitPartialShift(PartialShift):
-    """PartialShift from one channel split: its gradient is one concat, where five channel
-    slices each cost a full-size StridedSliceGrad buffer plus an AddN."""
-
-    def call(self, x):
-        channels = x.shape[-1]
-        g = channels // self.num_div
-        if g == 0:
-            return x
-        s, z = self.shift_pixel, [0, 0]
-        left, right, up, down, rest = keras.ops.split(x, [g, 2 * g, 3 * g, 4 * g], axis=-1)
-        parts = [
-            keras.ops.pad(left[:, :, s:], [z, z, [0, s], z]),
-            keras.ops.pad(right[:, :, :-s], [z, z, [s, 0], z]),
-            keras.ops.pad(up[:, s:], [z, [0, s], z, z]),
-            keras.ops.pad(down[:, :-s], [z, [s, 0], z, z]),
-        ]
-        if channels > 4 * g:
-            parts.append(rest)
-        return keras.ops.concatenate(parts, axis=-1)
-
-
-class _PatchMatmulConv2D(keras.layers.Conv2D):
-    """A kernel == stride, 'same' Conv2D (patch embedding, patch merging) as pad + the
-    toolkit's 4-D patches() + one matmul with the same kernel: TF's CPU Conv2DBackpropInput
-    for these strided convolutions is slow."""
-
-    def call(self, x):
-        k = self.kernel_size[0]
-        _, height, width, channels = x.shape
-        pad_h, pad_w = -height % k, -width % k  # 'same': the extra row/column at the end
-        if pad_h or pad_w:
-            x = keras.ops.pad(x, [[0, 0], [0, pad_h], [0, pad_w], [0, 0]])
-        rows, cols = (height + pad_h) // k, (width + pad_w) // k
-        flat = patches(x, k)  # (N, rows * cols, k * k * C), (dy, dx, c) order = the kernel's
-        y = keras.ops.matmul(flat, keras.ops.reshape(self.kernel, (k * k * channels, -1)))
-        if self.use_bias:
-            y = y + self.bias
-        return keras.ops.reshape(y, (-1, rows, cols, self.filters))
-
-
-class _TrainingBiasLSA(LocalitySelfAttention):
-    """LSA whose training step masks the diagonal with a constant additive bias (exp underflows
-    to exactly 0, as the toolkit's renormalised mask gives 0) and scales q by 1/tau; inference
-    (and so every export) keeps the toolkit's formulation."""
-
-    def call(self, x, return_attention_scores=False, training=None):
-        tokens = x.shape[1]
-        if not training or return_attention_scores or tokens is None:
-            return super().call(x, return_attention_scores, training)
-        q = self.split_heads(self.query_dense(x), tokens)
-        k = self.split_heads(self.key_dense(x), tokens)
-        v = self.split_heads(self.value_dense(x), tokens)
-        q = q * keras.ops.reciprocal(keras.ops.cast(self.tau, q.dtype))
-        scores = keras.ops.matmul(q, keras.ops.transpose(k, (0, 1, 3, 2)))
-        bias = np.where(np.eye(tokens, dtype=bool), -1e4, 0.0)
-        weights = keras.ops.softmax(scores + keras.ops.cast(bias, scores.dtype), axis=-1)
-        attended = keras.ops.matmul(self.attention_dropout(weights, training=training), v)
-        attended = keras.ops.transpose(attended, (0, 2, 1, 3))
-        merged = keras.ops.reshape(attended, (-1, tokens, self.num_heads * self.key_dim))
-        return self.output_dense(merged)
-
-
-def _apply_proposals(model: keras.Model) -> keras.Model:
-    """Swap the classes of the layers the proposals reformulate (weights stay as they are)."""
-    for layer in model._flatten_layers():
-        if type(layer) is PartialShift:
-            layer.__class__ = _SplitPartialShift
-        elif type(layer) is LocalitySelfAttention:
-            layer.__class__ = _TrainingBiasLSA
-        elif (
-            type(layer) is keras.layers.Conv2D
-            and layer.kernel_size == layer.strides
-            and layer.kernel_size[0] == layer.kernel_size[1]
-            and layer.padding == "same"
-            and layer.dilation_rate == (1, 1)
-            and layer.groups == 1
-        ):
-            layer.__class__ = _PatchMatmulConv2D
-    return model
-
-
 def _ours_behind_keras_io_aug(name, preset, x, norm):
     """Our model at the training resolution behind the example's in-model augmentation."""
     size = preset.arch.image_size
@@ -301,7 +210,7 @@ def _ours_behind_keras_io_aug(name, preset, x, norm):
     return keras.Model(inputs, ours(aug(inputs)))
 
 
-def _plan(name: str, batch: int, steps: int, variants: bool, proposals: bool):
+def _plan(name: str, batch: int, steps: int, variants: bool):
     """[(label, make)] where make() -> (compiled model, repeated dataset, pipeline text)."""
     preset = get_preset(name, "seed")
     rng = np.random.default_rng(0)
@@ -314,11 +223,9 @@ def _plan(name: str, batch: int, steps: int, variants: bool, proposals: bool):
     aug = preset.train.augmentation
     in_model = "shuffle(512), batch, prefetch; augmentation inside the model"
 
-    def ours(jit: bool, augmentation=aug, note="", proposed=False):
+    def ours(jit: bool, augmentation=aug, note=""):
         def make():
             model = build_model(preset, INPUT_SHAPE, NUM_CLASSES[name], norm_stats=norm)
-            if proposed:
-                _apply_proposals(model)
             _compile_toolkit(model, preset, steps_per_epoch, jit)
             ds = train_dataset(x, y, batch, augmentation, 0).repeat()
             return model, ds, pipeline_name + note
@@ -344,10 +251,6 @@ def _plan(name: str, batch: int, steps: int, variants: bool, proposals: bool):
             ("toolkit model, keras.io in-model aug", ours_in_model_aug),
             ("toolkit --jit, no aug", ours(True, type(aug)(), ", augmentation off")),
         ]
-    if proposals:
-        plan.append(("toolkit + proposals", ours(False, proposed=True)))
-        if name == "shiftvit":  # XLA does not pay off for the ViT on this CPU
-            plan.append(("toolkit --jit + proposals", ours(True, proposed=True)))
     return plan
 
 
@@ -359,7 +262,6 @@ def bench_model(
     rounds: int,
     retries: int,
     variants: bool,
-    proposals: bool,
 ) -> list[Run]:
     """Build and warm up every implementation, then time them in interleaved rounds.
 
@@ -368,7 +270,7 @@ def bench_model(
     """
     keras.backend.clear_session()
     entries = []
-    for label, make in _plan(name, batch, steps, variants, proposals):
+    for label, make in _plan(name, batch, steps, variants):
         keras.utils.set_random_seed(0)
         start = time.perf_counter()
         model, dataset, pipeline = make()
@@ -528,9 +430,6 @@ def main(argv: list[str] | None = None) -> int:
         help="re-time a segment disturbed by other processes (>10%% of the CPU) up to N times",
     )
     parser.add_argument("--variants", action="store_true", help="also time the analysis rows")
-    parser.add_argument(
-        "--proposals", action="store_true", help="also time the proposed reformulations"
-    )
     parser.add_argument("--json", type=Path, default=None, help="write the results as JSON")
     parser.add_argument("--md", type=Path, default=None, help="write the results as Markdown")
     args = parser.parse_args(argv)
@@ -555,7 +454,6 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": args.rounds,
             "retries": args.retries,
             "variants": args.variants,
-            "proposals": args.proposals,
         },
         "machine": machine(),
         "versions": versions(),
@@ -571,7 +469,6 @@ def main(argv: list[str] | None = None) -> int:
             args.rounds,
             args.retries,
             args.variants,
-            args.proposals,
         )
     report["load_average_at_end"] = _load_average()
     report["results"] = [r.__dict__ for r in runs]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import keras
@@ -61,6 +62,24 @@ def test_every_model_tiny_preset_builds_saves_and_reloads(model, tmp_path):
     loaded = keras.saving.load_model(path, safe_mode=True)
     np.testing.assert_array_equal(net.predict(x, verbose=0), loaded.predict(x, verbose=0))
     assert count_macs(net) > 0
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+def test_a_plain_call_is_inference_also_behind_resizing(model, tmp_path):
+    """model(x) with no training= must not drop: a Resizing's training default would leak."""
+    tiny = get_preset(model, "tiny")
+    rates = {"dropout": 0.5}
+    rates.update({"drop_path": 0.5} if model == "shiftvit" else {"head_dropout": 0.5})
+    preset = dataclasses.replace(tiny, arch=dataclasses.replace(tiny.arch, **rates))
+    net = build_model(preset, (20, 20, 3), 10)  # not the preset's size: a Resizing is inside
+    assert any(isinstance(layer, keras.layers.Resizing) for layer in net.layers)
+    x = np.random.default_rng(0).integers(0, 256, (4, 20, 20, 3)).astype("float32")
+    inference = keras.ops.convert_to_numpy(net(x, training=False))
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(net(x)), inference)
+    assert not np.allclose(keras.ops.convert_to_numpy(net(x, training=True)), inference)
+    net.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras", safe_mode=True)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded(x)), inference)
 
 
 @pytest.mark.parametrize(("model", "name"), [(m, p) for m in PRESETS for p in PRESETS[m]])

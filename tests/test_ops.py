@@ -13,11 +13,13 @@ from toolkit.ops import (
     DropPath,
     LocalitySelfAttention,
     PartialShift,
+    PatchConv2D,
     SelfAttention,
     ShiftedPatchTokenization,
     gelu,
     patches,
     reference_partial_shift,
+    reference_patch_conv,
     reference_self_attention,
     reference_shifted_patches,
     shifted_images,
@@ -31,6 +33,8 @@ LAYER_CASES = [
     (lambda: ShiftedPatchTokenization(4, 32, vanilla=True), (2, 8, 12, 3), (2, 6, 32)),
     (lambda: SelfAttention(4, 16, dropout=0.1), (2, 10, 32), (2, 10, 32)),
     (lambda: LocalitySelfAttention(4, 64, dropout=0.1), (2, 16, 64), (2, 16, 64)),
+    (lambda: PatchConv2D(8, 4), (2, 12, 12, 3), (2, 3, 3, 8)),
+    (lambda: PatchConv2D(6, 2, padding="valid", use_bias=False), (2, 7, 5, 4), (2, 3, 2, 6)),
     (lambda: DropPath(0.1, seed=3), (2, 8, 8, 4), (2, 8, 8, 4)),
     (lambda: MLP([128, 64], 0.1), (2, 10, 32), (2, 10, 64)),
     (lambda: MLP([64, 32], 0.2, activate_last=False), (2, 5, 5, 32), (2, 5, 5, 32)),
@@ -118,6 +122,60 @@ def test_partial_shift_dynamic_batch_graph():
     for batch in (1, 3):
         x = rng(batch).standard_normal((batch, 7, 9, 50)).astype("float32")
         np.testing.assert_array_equal(to_np(model(x)), reference_partial_shift(x, 12, 2))
+
+
+def test_partial_shift_gradient_moves_back():
+    x = tf.constant(rng(8).standard_normal((2, 6, 7, 30)).astype("float32"))
+    upstream = rng(9).standard_normal((2, 6, 7, 30)).astype("float32")
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = PartialShift(12, 2)(x)
+    grad = to_np(tape.gradient(y, x, output_gradients=tf.constant(upstream)))
+    # the shift is linear with a 0/1 matrix S: the gradient is S^T applied to the upstream
+    basis = np.eye(6 * 7 * 30, dtype="float32").reshape(-1, 1, 6, 7, 30)
+    columns = np.stack([reference_partial_shift(b, 12, 2).ravel() for b in basis])  # S e_i
+    for n in range(2):
+        np.testing.assert_array_equal(grad[n].ravel(), columns @ upstream[n].ravel())
+
+
+# --- Patch convolution ------------------------------------------------------------------
+
+PATCH_CONV_CASES = [
+    ((2, 48, 48, 3), 4, 96, "same"),  # ShiftViT seed patch embedding
+    ((2, 3, 3, 8), 2, 16, "same"),  # odd size: the last merge of the seed (3 -> 2)
+    ((1, 10, 7, 5), 4, 6, "same"),  # pads 2 rows (1 before, 1 after) and 1 column after
+    ((1, 10, 7, 5), 3, 4, "valid"),
+]
+
+
+@pytest.mark.parametrize(("shape", "k", "filters", "padding"), PATCH_CONV_CASES)
+@pytest.mark.parametrize("training", [False, True])
+def test_patch_conv_matches_reference(shape, k, filters, padding, training):
+    layer = PatchConv2D(filters, k, padding=padding)
+    layer.build(shape)
+    layer.bias.assign(rng(1).standard_normal(filters).astype("float32"))
+    x = rng(2).standard_normal(shape).astype("float32")
+    got = to_np(layer(x, training=training))
+    ref = reference_patch_conv(x, to_np(layer.kernel), to_np(layer.bias), padding)
+    np.testing.assert_allclose(got, ref, atol=1e-5, rtol=0)
+
+
+def test_patch_conv_training_gradients_equal_convolution_gradients():
+    layer = PatchConv2D(8, 2)
+    x = tf.constant(rng(3).standard_normal((2, 5, 6, 4)).astype("float32"))
+    grads = []
+    for training in (False, True):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(tf.square(layer(x, training=training)))
+        grads.append([to_np(g) for g in tape.gradient(loss, [x, layer.kernel.value])])
+    for conv, matmul in zip(*grads, strict=True):
+        np.testing.assert_allclose(matmul, conv, atol=1e-4, rtol=1e-5)
+
+
+def test_patch_conv_rejects_other_strides():
+    with pytest.raises(TypeError):
+        PatchConv2D(8, 2, strides=1)
 
 
 # --- Shifted patch tokenization ---------------------------------------------------------
@@ -247,6 +305,32 @@ def test_attention_matches_reference(cls, shape, num_heads, key_dim):
     np.testing.assert_allclose(to_np(scores), ref_scores, atol=1e-5, rtol=0)
     np.testing.assert_allclose(to_np(out), ref_out, atol=1e-5, rtol=0)
     np.testing.assert_array_equal(to_np(layer(x)), to_np(out))
+
+
+@pytest.mark.parametrize(("shape", "num_heads", "key_dim"), ATTENTION_CASES)
+def test_lsa_training_step_matches_reference(shape, num_heads, key_dim):
+    layer = _random_attention(LocalitySelfAttention, shape, num_heads, key_dim)
+    layer.tau.assign(math.sqrt(key_dim) * 0.7)
+    x = rng(3).standard_normal(shape).astype("float32")
+    out, scores = layer(x, return_attention_scores=True, training=True)
+    ref_out, ref_scores = _reference_for(layer, x, locality=True)
+    assert np.diagonal(to_np(scores), axis1=-2, axis2=-1).max() == 0.0
+    np.testing.assert_allclose(to_np(scores), ref_scores, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(to_np(out), ref_out, atol=1e-5, rtol=0)
+
+
+def test_lsa_training_gradients_equal_inference_formulation():
+    layer = _random_attention(LocalitySelfAttention, (2, 16, 32), 4, 8)
+    x = tf.constant(rng(4).standard_normal((2, 16, 32)).astype("float32"))
+    grads = []
+    for training in (False, True):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(tf.square(layer(x, training=training)))
+        weights = [w.value for w in layer.trainable_weights]
+        grads.append([to_np(g) for g in tape.gradient(loss, [x, *weights])])
+    for inference, training in zip(*grads, strict=True):
+        np.testing.assert_allclose(training, inference, atol=1e-4, rtol=1e-4)
 
 
 def test_lsa_scores_mask_diagonal_and_normalise():

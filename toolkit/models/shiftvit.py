@@ -7,7 +7,7 @@ import numpy as np
 from keras import layers
 
 from toolkit.models.presets import ShiftViTArch
-from toolkit.ops import MLP, DropPath, PartialShift
+from toolkit.ops import MLP, DropPath, PartialShift, PatchConv2D
 
 
 def _shift_block(x, arch: ShiftViTArch, drop_path: float, name: str):
@@ -33,10 +33,11 @@ def build_shiftvit(
     inputs = keras.Input(shape=input_shape, name="image")
     x = layers.Rescaling(1.0 / 255, name="rescale")(inputs)
     if tuple(input_shape[:2]) != (arch.image_size, arch.image_size):
-        x = layers.Resizing(arch.image_size, arch.image_size, name="resize")(x)
-    x = layers.Conv2D(
-        arch.dim, arch.patch_size, strides=arch.patch_size, padding="same", name="patch_embed"
-    )(x)
+        x = layers.Resizing(arch.image_size, arch.image_size, name="resize")(
+            x,
+            training=False,  # its default (True) would switch on Dropout/DropPath downstream
+        )
+    x = PatchConv2D(arch.dim, arch.patch_size, padding="same", name="patch_embed")(x)
     rates = np.linspace(0.0, arch.drop_path, sum(arch.depths))
     block = 0
     for stage, depth in enumerate(arch.depths):
@@ -45,10 +46,9 @@ def build_shiftvit(
             block += 1
         if stage < len(arch.depths) - 1:
             x = layers.LayerNormalization(epsilon=arch.epsilon, name=f"stage{stage}_merge_norm")(x)
-            x = layers.Conv2D(
+            x = PatchConv2D(
                 2 * x.shape[-1],
                 2,
-                strides=2,
                 padding="same",
                 use_bias=False,
                 name=f"stage{stage}_merge",

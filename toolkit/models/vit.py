@@ -39,7 +39,10 @@ def build_vit(
         mean=[float(m) for m in mean], variance=[float(v) for v in variance], name="normalize"
     )(inputs)
     if tuple(input_shape[:2]) != (arch.image_size, arch.image_size):
-        x = layers.Resizing(arch.image_size, arch.image_size, name="resize")(x)
+        x = layers.Resizing(arch.image_size, arch.image_size, name="resize")(
+            x,
+            training=False,  # its default (True) would switch on Dropout/DropPath downstream
+        )
     x = ShiftedPatchTokenization(
         arch.patch_size, arch.dim, vanilla=not arch.spt, epsilon=arch.epsilon, name="tokenize"
     )(x)

@@ -9,6 +9,7 @@ from toolkit.ops.attention import (
 from toolkit.ops.droppath import DropPath
 from toolkit.ops.gelu import gelu
 from toolkit.ops.mlp import MLP
+from toolkit.ops.patch_conv import PatchConv2D, reference_patch_conv
 from toolkit.ops.patches import (
     ShiftedPatchTokenization,
     patches,
@@ -23,12 +24,14 @@ __all__ = [
     "DropPath",
     "LocalitySelfAttention",
     "PartialShift",
+    "PatchConv2D",
     "SelfAttention",
     "ShiftedPatchTokenization",
     "gelu",
     "mask_diagonal_softmax",
     "patches",
     "reference_partial_shift",
+    "reference_patch_conv",
     "reference_self_attention",
     "reference_shifted_patches",
     "shifted_images",

@@ -38,20 +38,26 @@ class PartialShift(keras.layers.Layer):
         self.shift_pixel = shift_pixel
 
     def call(self, x: keras.KerasTensor) -> keras.KerasTensor:
-        """Apply the four shifts with slices, zero pads and one concatenate."""
+        """Apply the four shifts to one channel split, with slices, zero pads and a concatenate.
+
+        One split rather than five channel slices: its gradient is a single concatenate, where
+        each slice's gradient is a full-size zero buffer summed with the others.
+        """
         _, height, width, channels = x.shape
         g = channels // self.num_div
         if g == 0:
             return x
         s = self.shift_pixel
+        bounds = [min(i * g, channels) for i in (1, 2, 3, 4)]  # num_div < 4: empty groups
+        left, right, up, down, rest = keras.ops.split(x, bounds, axis=-1)
         parts = [
-            _shift_axis(x[..., 0:g], 2, width, -s),  # left
-            _shift_axis(x[..., g : 2 * g], 2, width, s),  # right
-            _shift_axis(x[..., 2 * g : 3 * g], 1, height, -s),  # up
-            _shift_axis(x[..., 3 * g : 4 * g], 1, height, s),  # down
+            _shift_axis(left, 2, width, -s),
+            _shift_axis(right, 2, width, s),
+            _shift_axis(up, 1, height, -s),
+            _shift_axis(down, 1, height, s),
         ]
         if 4 * g < channels:
-            parts.append(x[..., 4 * g :])
+            parts.append(rest)
         return keras.ops.concatenate(parts, axis=-1)
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
