@@ -28,12 +28,22 @@ def _logits(path: Path, images: np.ndarray, batch: int) -> np.ndarray:
     )
 
 
+def test_split(run_dir: Path, data_spec: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """float32 images and labels of the test split of the run's data (or `data_spec`)."""
+    options = open_run(run_dir).config["options"]
+    data = load_data(data_spec or options["data"], seed=options["seed"])
+    return data.x_test.astype(np.float32), data.y_test
+
+
+def top1(path: Path, images: np.ndarray, labels: np.ndarray, batch: int = 64) -> float:
+    """Top-1 of one artifact (its default runtime) on `images`."""
+    return float(np.mean(_logits(path, images, batch).argmax(1) == labels))
+
+
 def measure(run_dir: Path, data_spec: str | None = None, batch: int = 64) -> list[dict]:
     """One row per artifact: top-1, delta to Keras, top-1 agreement, logits max abs error."""
     run = open_run(run_dir)
-    options = run.config["options"]
-    data = load_data(data_spec or options["data"], seed=options["seed"])
-    images, labels = data.x_test.astype(np.float32), data.y_test
+    images, labels = test_split(run.path, data_spec)
     reference = _logits(run.path / MODEL_FILE, images, batch)
     ref_top1 = float(np.mean(reference.argmax(1) == labels))
     manifest = json.loads((run.path / "export" / "model.json").read_text())

@@ -124,6 +124,18 @@ def _run_predict(args: argparse.Namespace) -> int:
     return predict.run(args)
 
 
+def _add_bench(p: argparse.ArgumentParser) -> None:
+    from bench import command
+
+    command.add_arguments(p)
+
+
+def _run_bench(args: argparse.Namespace) -> int:
+    from bench import command
+
+    return command.run(args)
+
+
 def _add_presets(p: argparse.ArgumentParser) -> None:
     p.add_argument("--classes", type=int, default=10, help="number of classes (default 10)")
     p.add_argument("--resolution", type=int, default=32, help="input image size (default 32)")
@@ -153,6 +165,11 @@ COMMANDS: dict[str, Command] = {
     ),
     "predict": Command(
         "top-k classes of image files with any artifact", _add_predict, _run_predict
+    ),
+    "bench": Command(
+        "latency, throughput, memory, size and top-1 of every artifact per runtime",
+        _add_bench,
+        _run_bench,
     ),
     "presets": Command("table of presets: parameters and MACs", _add_presets, _run_presets),
 }

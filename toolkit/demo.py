@@ -10,6 +10,7 @@ from toolkit.evaluate import evaluate_run
 from toolkit.training.train import TrainOptions, train
 
 DEMO_MODELS = ("shiftvit", "vit-lsa")
+BENCH_ARGS = "--runs 20 --warmup 3"  # short runs: the demo shows the table, not final figures
 RUN_FILES = ("model.keras", "config.json", "history.csv", "metrics.json", "labels.txt")
 
 
@@ -20,6 +21,8 @@ def run_demo(
 
     Returns the demo folder and whether every verification passed.
     """
+    from bench.command import bench_run, parse_args
+    from bench.report import terminal_table
     from export import export_run
     from export.verify import verify_run
     from export.verify.command import print_report
@@ -54,4 +57,9 @@ def run_demo(
         print_report(report)
         print(f"   {'verify.json':22s} -> {run_dir / 'verify.json'}")
         passed = passed and report["passed"]
+        print(f"== {model}: benchmarking every artifact (short: {BENCH_ARGS})", flush=True)
+        result, paths = bench_run(parse_args([str(run_dir), *BENCH_ARGS.split()]), quiet=True)
+        print(terminal_table(result))
+        for path in paths:
+            print(f"   {path.name:22s} -> {path}")
     return root, passed

@@ -16,11 +16,14 @@ from toolkit.runtimes.base import (
     TensorSpec,
     only,
     run_images,
+    to_input,
+    to_logits,
 )
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
 _ONNX_DTYPES = {"float": "float32", "double": "float64"}  # the rest match numpy: int8, uint8, ...
+DEVICES = {"ort-cpu": "cpu", "ort-cuda": "cuda"}  # runtime -> OrtValue device of its tensors
 
 
 def _spec(arg) -> TensorSpec:
@@ -28,6 +31,27 @@ def _spec(arg) -> TensorSpec:
     dtype = arg.type.removeprefix("tensor(").removesuffix(")")
     shape = tuple(d if isinstance(d, int) and d >= 0 else None for d in arg.shape)
     return TensorSpec(arg.name, shape, _ONNX_DTYPES.get(dtype, dtype))
+
+
+class BoundRun:
+    """One input batch and the output bound on the session's device (ORT IO binding).
+
+    `run()` executes with no host<->device copies, the way an app keeps tensors on a GPU;
+    `logits()` copies the last output back to the host.
+    """
+
+    def __init__(self, session, binding, output: TensorSpec):
+        self._session = session
+        self._binding = binding
+        self._output = output
+
+    def run(self) -> None:
+        """One inference on the bound tensors (synchronous: the device has finished)."""
+        self._session.run_with_iobinding(self._binding)
+
+    def logits(self) -> np.ndarray:
+        """The last run's output on the host, as float32 logits."""
+        return to_logits(self._binding.copy_outputs_to_cpu()[0], self._output)
 
 
 class OrtSession:
@@ -46,6 +70,17 @@ class OrtSession:
     def run(self, images: np.ndarray) -> np.ndarray:
         """(N, H, W, 3) float32 0-255 -> (N, classes) float32 logits."""
         return run_images(self._call, images, self.input, self.output)
+
+    def bind(self, images: np.ndarray) -> BoundRun:
+        """`images` copied once to the session's device and the output bound there too."""
+        import onnxruntime as ort
+
+        device = DEVICES[self.runtime]
+        x = to_input(np.asarray(images), self.input)
+        binding = self.session.io_binding()
+        binding.bind_ortvalue_input(self.input.name, ort.OrtValue.ortvalue_from_numpy(x, device, 0))
+        binding.bind_output(self.output.name, device)
+        return BoundRun(self.session, binding, self.output)
 
 
 def _session(model: str | bytes, options: RuntimeOptions, providers: list[str]):
@@ -118,5 +153,7 @@ def ort_cuda_unavailable() -> str | None:
             f"ort-cuda is unavailable: this onnxruntime {ort.__version__} has no {CUDA} "
             "(the CPU-only package); install onnxruntime-gpu or use --runtime ort-cpu"
         )
+    if importlib.util.find_spec("onnx") is None:
+        return None  # no probe model without onnx: open_ort_cuda still checks the real session
     session, log = _session(_probe_model(), RuntimeOptions(), [CUDA, CPU])
     return None if CUDA in session.get_providers() else _cuda_failure(log)

@@ -1,0 +1,173 @@
+"""`toolkit bench RUN`: every artifact of a run on every runtime that opens it, measured the
+same way; writes RUN/bench.json, RUN/bench.md and RUN/bench.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import shlex
+from pathlib import Path
+
+from bench.latency import Protocol
+from bench.suite import KERAS_FORMAT, Artifact, Plan, run_suite
+from toolkit.errors import UsageError
+
+OUTPUTS = ("bench.json", "bench.md", "bench.png")
+DEFAULT_SECONDS = 3.0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", type=Path, help="run folder, exported with `toolkit export`")
+    p.add_argument("--runtime", default="all", help="comma list of runtimes (default all)")
+    p.add_argument(
+        "--formats", default="all", help="comma list of formats and/or keras (default all)"
+    )
+    p.add_argument("--batch", default="1", help="comma list of batch sizes (default 1)")
+    p.add_argument("--threads", type=int, help="ORT/LiteRT threads (default: the core count)")
+    p.add_argument("--runs", type=int, help="stop after this many timed calls")
+    p.add_argument(
+        "--seconds", type=float, help=f"time budget per row (default {DEFAULT_SECONDS:g})"
+    )
+    p.add_argument("--warmup", type=int, default=10, help="untimed calls first (default 10)")
+    p.add_argument("--data", help="data spec for top-1 (default: the run's); test split used")
+
+
+def _choose(spec: str, known: list[str], what: str) -> list[str]:
+    """`a,b` or `all` -> names from `known` in the given order; unknown is a UsageError."""
+    names: list[str] = []
+    for item in (s.strip() for s in spec.split(",")):
+        chosen = known if item == "all" else [item]
+        if item not in known and item != "all":
+            close = difflib.get_close_matches(item, known, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise UsageError(f"unknown {what} '{item}': {hint}choose from {', '.join(known)}")
+        names += [n for n in chosen if n not in names]
+    if not names:
+        raise UsageError(f"--{what} is empty: choose from {', '.join(known)}")
+    return names
+
+
+def parse_batches(spec: str) -> list[int]:
+    """`1,32` -> [1, 32]; anything but positive integers is a UsageError."""
+    try:
+        batches = [int(s) for s in spec.split(",")]
+    except ValueError:
+        batches = []
+    if not batches or min(batches) < 1:
+        raise UsageError(f"--batch {spec!r} is not a comma list of positive integers, e.g. 1,32")
+    return list(dict.fromkeys(batches))
+
+
+def _protocol(args: argparse.Namespace) -> Protocol:
+    if args.runs is not None and args.runs < 1:
+        raise UsageError(f"--runs must be at least 1, not {args.runs}")
+    if args.seconds is not None and args.seconds <= 0:
+        raise UsageError(f"--seconds must be positive, not {args.seconds}")
+    if args.warmup < 0:
+        raise UsageError(f"--warmup must be 0 or more, not {args.warmup}")
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads must be at least 1, not {args.threads}")
+    seconds = DEFAULT_SECONDS if args.runs is None and args.seconds is None else args.seconds
+    return Protocol(args.warmup, args.runs, seconds)
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    """Check every argument and the run folder; nothing is written before this succeeds."""
+    from toolkit.runfolder import MODEL_FILE, open_run
+    from toolkit.runtimes import RUNTIMES
+
+    protocol = _protocol(args)
+    batches = parse_batches(args.batch)
+    runtimes = _choose(args.runtime, list(RUNTIMES), "runtime")
+    run = open_run(args.run)
+    manifest_path = run.path / "export" / "model.json"
+    if not manifest_path.is_file():
+        raise UsageError(
+            f"{run.path} has no export/model.json: export it first with "
+            f"`toolkit export {run.path} --format all`"
+        )
+    try:
+        exported = json.loads(manifest_path.read_text())["artifacts"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{manifest_path} is not a valid manifest: export the run again") from exc
+    files = {KERAS_FORMAT: run.path / MODEL_FILE}
+    files |= {fmt: run.path / "export" / e["file"] for fmt, e in exported.items()}
+    formats = _choose(args.formats, list(files), "formats")
+    metrics = run.path / "metrics.json"
+    macs = json.loads(metrics.read_text()).get("macs_per_image") if metrics.is_file() else None
+    threads = args.threads or os.cpu_count()
+    return Plan(
+        run_dir=run.path,
+        artifacts=[
+            Artifact(f, files[f], files[f].stat().st_size if files[f].is_file() else 0)
+            for f in formats
+        ],
+        runtimes=runtimes,
+        batches=batches,
+        protocol=protocol,
+        threads=threads,
+        macs_per_image=macs,
+        data_spec=args.data,
+        command=_command(args, runtimes, formats, batches, protocol, threads),
+    )
+
+
+def _command(args, runtimes, formats, batches, protocol: Protocol, threads) -> str:
+    """The exact `toolkit bench` command line that reproduces this plan."""
+    argv = ["toolkit", "bench", str(args.run), "--runtime", ",".join(runtimes)]
+    argv += ["--formats", ",".join(formats), "--batch", ",".join(map(str, batches))]
+    argv += ["--threads", str(threads), "--warmup", str(protocol.warmup)]
+    argv += ["--runs", str(protocol.runs)] if protocol.runs is not None else []
+    argv += ["--seconds", f"{protocol.seconds:g}"] if protocol.seconds is not None else []
+    return shlex.join(argv + (["--data", args.data] if args.data else []))
+
+
+def _progress(row: dict) -> None:
+    figure = f"p50 {row['p50_ms']:.3f} ms" if row["status"] == "ok" else row["status"]
+    print(
+        f"   {row['format']:22s} {row['runtime']:9s} batch {row['batch']:<4d} {figure}", flush=True
+    )
+
+
+def write_outputs(result: dict, run_dir: Path) -> list[Path]:
+    """bench.json, bench.md and bench.png in the run folder, each written atomically."""
+    from bench.plot import plot
+    from bench.report import markdown
+    from toolkit import atomic
+
+    atomic.write_json(run_dir / OUTPUTS[0], result)
+    atomic.write_text(run_dir / OUTPUTS[1], markdown(result))
+    atomic.write_with(run_dir / OUTPUTS[2], lambda tmp: plot(result, tmp))
+    return [run_dir / name for name in OUTPUTS]
+
+
+def bench_run(args: argparse.Namespace, quiet: bool = False) -> tuple[dict, list[Path]]:
+    """Plan, measure and write; returns the result and the files written."""
+    from bench.report import terminal_table
+
+    plan = make_plan(args)
+    if not quiet:
+        n = len(plan.cells())
+        print(f"benchmarking {n} rows of {plan.run_dir} ({plan.command})", flush=True)
+    result = run_suite(plan, on_row=(lambda row: None) if quiet else _progress)
+    paths = write_outputs(result, plan.run_dir)
+    if not quiet:
+        print(terminal_table(result))
+    return result, paths
+
+
+def run(args: argparse.Namespace) -> int:
+    _, paths = bench_run(args)
+    for path in paths:
+        print(f"   {path.name:10s} -> {path}")
+    return 0
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The namespace `toolkit bench` would get for `argv` (used by `toolkit demo`)."""
+    parser = argparse.ArgumentParser(prog="toolkit bench")
+    add_arguments(parser)
+    return parser.parse_args(argv)

@@ -1,0 +1,53 @@
+"""What a benchmark ran on: CPU, cores, load, accelerator, and the versions that matter."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+from toolkit.versions import versions
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what `platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def gpu_name() -> str | None:
+    """The first NVIDIA GPU's name from nvidia-smi, or None."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
+
+
+def describe() -> dict:
+    """CPU model, core count, load average, GPU, OS and package versions, right now."""
+    try:
+        matplotlib = metadata.version("matplotlib")
+    except metadata.PackageNotFoundError:
+        matplotlib = "missing"
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "gpu": gpu_name(),
+        "os": platform.platform(),
+        "versions": {"python": platform.python_version(), **versions(), "matplotlib": matplotlib},
+    }

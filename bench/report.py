@@ -1,0 +1,136 @@
+"""The benchmark result as a terminal table and as bench.md (same columns, one table each)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+MB = 1 << 20
+
+
+def _num(key: str, fmt: str, scale: float = 1.0) -> Callable[[dict], str]:
+    def cell(row: dict) -> str:
+        value = row.get(key)
+        return "-" if value is None else format(value * scale, fmt)
+
+    return cell
+
+
+def _status(row: dict) -> str:
+    return row["status"]
+
+
+# header -> cell of a row; the terminal and the markdown table share it
+COLUMNS: dict[str, Callable[[dict], str]] = {
+    "format": lambda r: r["format"],
+    "runtime": lambda r: r["runtime"],
+    "batch": lambda r: str(r["batch"]),
+    "status": _status,
+    "p50 ms": _num("p50_ms", ".3f"),
+    "p90 ms": _num("p90_ms", ".3f"),
+    "p99 ms": _num("p99_ms", ".3f"),
+    "mean±std ms": lambda r: (
+        "-" if r.get("mean_ms") is None else f"{r['mean_ms']:.3f}±{r['std_ms']:.3f}"
+    ),
+    "img/s": _num("images_per_s", ".0f"),
+    "spread": _num("spread", ".1%"),
+    "load ms": _num("load_ms", ".0f"),
+    "first ms": _num("first_ms", ".1f"),
+    "peak RSS MB": _num("peak_rss_mb", ".0f"),
+    "size MB": _num("size_bytes", ".2f", 1 / MB),
+    "top-1": _num("top1", ".2%"),
+    "GMAC/s": _num("gmacs", ".1f"),
+    "roofline": _num("roofline_fraction", ".0%"),
+    "x Keras": _num("speedup_vs_keras", ".2f"),
+}
+RIGHT = {h for h in COLUMNS if h not in ("format", "runtime", "status")}
+
+
+def _cells(rows: list[dict]) -> list[list[str]]:
+    return [[cell(r) for cell in COLUMNS.values()] for r in rows]
+
+
+def reasons(rows: list[dict]) -> list[str]:
+    """One line per row that did not run: which row, and why."""
+    return [
+        f"{r['format']} on {r['runtime']} (batch {r['batch']}): {r['status']}: {r['reason']}"
+        for r in rows
+        if r["status"] != "ok"
+    ]
+
+
+def terminal_table(result: dict) -> str:
+    """Aligned text table of every row, then the reasons of rows that did not run."""
+    headers = list(COLUMNS)
+    body = _cells(result["rows"])
+    widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(headers)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if h in RIGHT else c.ljust(w)
+            for c, w, h in zip(cells, widths, headers, strict=True)
+        ).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths]), *(line(c) for c in body)]
+    out += [""] + roofline_lines(result) if result["roofline"]["peaks"] else []
+    out += [f"  {text}" for text in reasons(result["rows"])]
+    return "\n".join(out)
+
+
+def roofline_lines(result: dict) -> list[str]:
+    """Each runtime's measured matmul peak, and the fastest fp32/int8 artifacts against it."""
+    roof = result["roofline"]
+    n = roof["peaks"][0]["shape"][0]
+    lines = [f"roofline: peak = fastest call of a {n}x{n}x{n} matmul, per runtime and precision"]
+    for p in roof["peaks"]:
+        figure = f"{p['peak_gmacs']:.1f} GMAC/s" if p["status"] == "ok" else p["reason"]
+        lines.append(f"  {p['runtime']} {p['precision']}: {figure}")
+    for f in roof["fastest"]:
+        frac = "-" if f["roofline_fraction"] is None else f"{f['roofline_fraction']:.0%}"
+        gmacs = "-" if f["gmacs"] is None else f"{f['gmacs']:.1f}"
+        lines.append(
+            f"  fastest {f['precision']} at batch {f['batch']}: {f['format']} on {f['runtime']}, "
+            f"{f['p50_ms']:.3f} ms, {gmacs} GMAC/s = {frac} of peak"
+        )
+    return lines
+
+
+def markdown(result: dict) -> str:
+    """bench.md: what ran where, the table, the roofline and the reasons."""
+    m = result["machine"]
+    v = m["versions"]
+    proto = result["protocol"]
+    budget = " or ".join(
+        x
+        for x in (
+            f"{proto['runs']} runs" if proto["runs"] else "",
+            f"{proto['seconds']} s" if proto["seconds"] else "",
+        )
+        if x
+    )
+    data = result["data"]
+    lines = [
+        f"# toolkit bench: {result['model']} {result['preset']} ({result['run']})",
+        "",
+        f"- command: `{result['command']}`",
+        f"- date: {result['date']}",
+        f"- machine: {m['cpu']}, {m['cores']} cores, load average {m['load_average']}"
+        + (f", GPU {m['gpu']}" if m["gpu"] else ", no GPU"),
+        "- versions: " + ", ".join(f"{k} {val}" for k, val in v.items()),
+        f"- protocol: {proto['warmup']} warmup calls, then {budget}; threads "
+        f"{proto['threads'] or 'runtime default'}; {proto['timer']}",
+        f"- top-1 on the test split of {data['spec'] or 'the run data'}"
+        f" ({data['samples'] or '?'} images), computed once per file on its default runtime",
+        "- spread: (max - min) / median of the p50 of 5 consecutive slices of the timed calls",
+        *([f"- top-1 not computed: {data['error']}"] if data.get("error") else []),
+        "",
+    ]
+    headers = list(COLUMNS)
+    lines.append("| " + " | ".join(headers) + " |")
+    lines.append("|" + "|".join("---:" if h in RIGHT else "---" for h in headers) + "|")
+    lines += ["| " + " | ".join(c) + " |" for c in _cells(result["rows"])]
+    if result["roofline"]["peaks"]:
+        head, *items = roofline_lines(result)
+        lines += ["", head[0].upper() + head[1:] + ":", "", *(f"- {i.strip()}" for i in items)]
+    if why := reasons(result["rows"]):
+        lines += ["", "Rows that did not run:", "", *(f"- {w}" for w in why)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,242 @@
+"""A run's benchmark: one worker subprocess per (artifact, runtime, batch), then accuracy,
+size, MACs, achieved GMAC/s and the roofline attached to each row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import bench
+from bench import roofline
+from bench.latency import Protocol
+from bench.machine import describe
+from toolkit.runtimes import RUNTIMES
+
+KERAS_FORMAT = "keras"  # the run's model.keras, benched beside the exported formats
+ACCURACY_CACHE = "bench_top1.json"
+WORKER_TIMEOUT_S = 900
+ROOFLINE_PROTOCOL = Protocol(warmup=3, runs=30, seconds=2.0)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One model file of the run: its format name, path and size."""
+
+    format: str
+    path: Path
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to measure: artifacts x runtimes (those that open them) x batch sizes."""
+
+    run_dir: Path
+    artifacts: list[Artifact]
+    runtimes: list[str]
+    batches: list[int]
+    protocol: Protocol
+    threads: int | None
+    macs_per_image: int | None
+    data_spec: str | None = None
+    command: str = ""
+
+    def cells(self) -> list[tuple[Artifact, str, int]]:
+        """Every (artifact, runtime, batch) row in table order."""
+        return [
+            (a, r, b)
+            for a in self.artifacts
+            for r in self.runtimes
+            if a.path.suffix.lower() in RUNTIMES[r].suffixes
+            for b in self.batches
+        ]
+
+
+def worker_command(
+    path: Path, runtime: str, batch: int, protocol: Protocol, threads: int | None
+) -> list[str]:
+    """The `python -m bench.worker` argv that measures one row."""
+    argv = [sys.executable, "-m", "bench.worker", "--artifact", str(path), "--runtime", runtime]
+    argv += ["--batch", str(batch), "--warmup", str(protocol.warmup)]
+    argv += ["--runs", str(protocol.runs)] if protocol.runs is not None else []
+    argv += ["--seconds", str(protocol.seconds)] if protocol.seconds is not None else []
+    return argv + (["--threads", str(threads)] if threads is not None else [])
+
+
+def run_worker(argv: list[str], timeout_s: float = WORKER_TIMEOUT_S) -> dict:
+    """The worker's JSON line; a crash, a timeout or garbage is a failed row saying so."""
+    env = dict(os.environ)
+    env.pop("TOOLKIT_IMPORT_KERAS", None)  # each worker decides for its own runtime
+    root = str(Path(bench.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:
+        return {"status": "failed", "reason": f"worker timed out after {timeout_s:.0f} s"}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode == 0 and lines:
+        try:
+            return json.loads(lines[-1])
+        except json.JSONDecodeError:
+            pass
+    how = f"signal {-done.returncode}" if done.returncode < 0 else f"exit code {done.returncode}"
+    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"status": "failed", "reason": f"worker crashed ({how}): {last}"}
+
+
+def measure_row(plan: Plan, artifact: Artifact, runtime: str, batch: int) -> dict:
+    """One row; a runtime that cannot run here is `unavailable` without starting a worker."""
+    base = {
+        "format": artifact.format,
+        "file": artifact.path.name,
+        "runtime": runtime,
+        "batch": batch,
+        "size_bytes": artifact.size_bytes,
+        "macs_per_image": plan.macs_per_image,
+    }
+    reason = RUNTIMES[runtime].unavailable()
+    if reason is not None:
+        return {**base, "status": "unavailable", "reason": reason}
+    argv = worker_command(artifact.path, runtime, batch, plan.protocol, plan.threads)
+    row = {**base, **run_worker(argv)}
+    row.pop("artifact", None)
+    if row["status"] == "ok" and plan.macs_per_image:
+        row["gmacs"] = plan.macs_per_image * batch / (row["p50_ms"] * 1e6)
+    return row
+
+
+def _sha256(path: Path) -> str:
+    from export.manifest import sha256
+
+    return sha256(path)
+
+
+def attach_accuracy(plan: Plan, rows: list[dict]) -> dict:
+    """top1 on every row of an artifact that ran, computed once per file and cached by sha256."""
+    from bench.artifact_accuracy import test_split, top1
+    from toolkit import atomic
+
+    cache_path = plan.run_dir / ACCURACY_CACHE
+    try:
+        cache = json.loads(cache_path.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    ran = {r["file"] for r in rows if r["status"] == "ok"}
+    split = None
+    info: dict = {"spec": plan.data_spec, "samples": None}
+    for artifact in plan.artifacts:
+        if artifact.path.name not in ran:
+            continue
+        key = f"{plan.data_spec or 'run data'}:{_sha256(artifact.path)}"
+        if key not in cache:
+            try:  # no data or an artifact that will not run: a blank top-1, not a crash
+                split = split or test_split(plan.run_dir, plan.data_spec)
+                cache[key] = {"top1": top1(artifact.path, *split), "samples": len(split[1])}
+            except Exception as exc:  # noqa: BLE001
+                info["error"] = str(exc).splitlines()[0][:200]
+        entry = cache.get(key, {})
+        for row in rows:
+            if row["file"] == artifact.path.name:
+                row["top1"] = entry.get("top1")
+        info["samples"] = entry.get("samples", info["samples"])
+    atomic.write_json(cache_path, cache)
+    return info
+
+
+def attach_vs_keras(rows: list[dict]) -> None:
+    """speedup_vs_keras: Keras p50 over the row's p50, at the same batch size."""
+    keras = {r["batch"]: r["p50_ms"] for r in rows if r["runtime"] == "keras" and "p50_ms" in r}
+    for row in rows:
+        if row.get("p50_ms") and row["batch"] in keras:
+            row["speedup_vs_keras"] = keras[row["batch"]] / row["p50_ms"]
+
+
+def measure_roofline(plan: Plan, rows: list[dict], cache: Path) -> dict:
+    """Peak GMAC/s per (runtime, precision) that ran a row, and each ok row's fraction of it."""
+    peaks, entries = {}, []
+    used = {r["runtime"] for r in rows if r["status"] == "ok"}
+    for (runtime, precision), kernel in roofline.KERNELS.items():
+        if runtime not in used:
+            continue
+        entry = {"runtime": runtime, "precision": precision, "shape": [roofline.M, roofline.K]}
+        try:
+            path = roofline.kernel_file(kernel, cache)
+        except Exception as exc:  # noqa: BLE001  (e.g. no TensorFlow to convert the tflite)
+            entries.append({**entry, "status": "failed", "reason": str(exc).splitlines()[0]})
+            continue
+        argv = worker_command(path, runtime, roofline.M, ROOFLINE_PROTOCOL, plan.threads)
+        result = run_worker(argv)
+        entry.update(file=path.name, status=result["status"], reason=result.get("reason"))
+        if result["status"] == "ok":  # a peak is the best the runtime did: its fastest call
+            entry.update(min_ms=result["min_ms"], p50_ms=result["p50_ms"], spread=result["spread"])
+            entry["peak_gmacs"] = peaks[runtime, precision] = roofline.peak_gmacs(result["min_ms"])
+        entries.append(entry)
+    for row in rows:
+        row["roofline_fraction"] = roofline.fraction(row, peaks)
+    return {"macs": roofline.MACS, "peaks": entries, "fastest": fastest(rows)}
+
+
+def fastest(rows: list[dict]) -> list[dict]:
+    """Per batch and precision (fp32, int8): the quickest ok row and its roofline fraction."""
+    best: dict[tuple[int, str], dict] = {}
+    for row in rows:
+        precision = roofline.PRECISION.get(row["format"])
+        if row["status"] != "ok" or precision is None or row["runtime"] == "keras":
+            continue
+        key = (row["batch"], precision)
+        if key not in best or row["p50_ms"] < best[key]["p50_ms"]:
+            best[key] = row
+    return [
+        {
+            "batch": b,
+            "precision": p,
+            "format": r["format"],
+            "runtime": r["runtime"],
+            "p50_ms": r["p50_ms"],
+            "gmacs": r.get("gmacs"),
+            "roofline_fraction": r.get("roofline_fraction"),
+        }
+        for (b, p), r in sorted(best.items())
+    ]
+
+
+def run_suite(
+    plan: Plan,
+    on_row: Callable[[dict], None] = lambda row: None,
+    cache: Path | None = None,
+) -> dict:
+    """Measure every cell of the plan (each in its own worker), then accuracy and roofline."""
+    rows = []
+    for artifact, runtime, batch in plan.cells():
+        rows.append(measure_row(plan, artifact, runtime, batch))
+        on_row(rows[-1])
+    data = attach_accuracy(plan, rows)
+    attach_vs_keras(rows)
+    config = json.loads((plan.run_dir / "config.json").read_text()).get("options", {})
+    return {
+        "run": str(plan.run_dir),
+        "model": config.get("model"),
+        "preset": config.get("preset"),
+        "command": plan.command,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": describe(),
+        "protocol": {
+            "warmup": plan.protocol.warmup,
+            "runs": plan.protocol.runs,
+            "seconds": plan.protocol.seconds,
+            "threads": plan.threads,
+            "batches": plan.batches,
+            "runtimes": plan.runtimes,
+            "timer": "time.perf_counter_ns per call; one fresh process per row",
+        },
+        "data": data,
+        "roofline": measure_roofline(plan, rows, cache or roofline.cache_dir()),
+        "rows": rows,
+    }

@@ -1,0 +1,137 @@
+"""Measure ONE (artifact, runtime, batch) in this process and print one JSON line.
+
+    python -m bench.worker --artifact RUN/export/model.onnx --runtime ort-cuda --batch 1 --runs 200
+
+`toolkit bench` starts one worker per row so that peak resident memory belongs to that
+artifact alone. Only numpy and the runtime are imported for .onnx and .tflite files (no
+TensorFlow: it runs on a box with onnxruntime-gpu alone). ort-cuda times IO-bound runs: the
+input batch is copied to the GPU once and the output stays there, as an app on a GPU would.
+The line holds status ok, failed (with the reason) or unavailable (with the reason).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from bench.latency import Protocol, summarize, time_calls, timed_once
+
+KERAS_RUNTIMES = ("keras",)  # the runtimes that need TensorFlow imported
+BOUND_RUNTIMES = ("ort-cuda",)  # timed with inputs and outputs bound on the device
+INPUT_SEED = 0
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MiB.
+
+    Linux: VmHWM of /proc/self/status, which starts afresh at exec (ru_maxrss does not: it
+    keeps the parent's peak from before the fork, so every worker would report the parent's).
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return peak / (1 << 20) if sys.platform == "darwin" else peak / 1024
+
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an exception's message, or its type when it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def input_batch(shape: tuple[int | None, ...], batch: int) -> np.ndarray:
+    """A seeded batch of float32 0-255 values shaped like the input, `batch` rows."""
+    if any(d is None for d in shape[1:]):
+        raise ValueError(f"input shape {shape} has a dynamic dimension besides the batch")
+    rng = np.random.default_rng(INPUT_SEED)
+    return rng.integers(0, 256, (batch, *shape[1:])).astype(np.float32)
+
+
+def _timed_call(session, images: np.ndarray) -> Callable[[], object]:
+    """What one timed inference is: IO-bound on the device for BOUND_RUNTIMES, else `run`."""
+    if session.runtime in BOUND_RUNTIMES:
+        return session.bind(images).run
+    return lambda: session.run(images)
+
+
+def measure(
+    artifact: Path, runtime: str, batch: int, protocol: Protocol, threads: int | None
+) -> dict:
+    """One row: load and first-inference time, latency stats, peak RSS; never raises."""
+    row: dict = {
+        "artifact": str(artifact),
+        "runtime": runtime,
+        "batch": batch,
+        "threads": threads,
+        "status": "failed",
+        "reason": None,
+    }
+    if runtime not in KERAS_RUNTIMES and "toolkit" not in sys.modules:
+        os.environ["TOOLKIT_IMPORT_KERAS"] = "0"  # a fresh worker: keep TensorFlow out
+    try:
+        from toolkit.runtimes import RuntimeOptions, RuntimeUnavailable, open_artifact
+    except Exception as exc:  # noqa: BLE001  (a broken install is a failed row, not a crash)
+        return {**row, "reason": f"cannot import the runtime adapters: {one_line(exc)}"}
+    row["rss_before_load_mb"] = round(peak_rss_mb(), 1)
+    try:
+        session, load_ms = timed_once(
+            lambda: open_artifact(artifact, runtime, RuntimeOptions(threads=threads))
+        )
+    except RuntimeUnavailable as exc:
+        return {**row, "status": "unavailable", "reason": exc.reason}
+    except Exception as exc:  # noqa: BLE001  (exported but unusable: say why, keep the table)
+        return {**row, "reason": one_line(exc)}
+    row.update(providers=list(session.providers), load_ms=load_ms)
+    try:
+        images = input_batch(session.input.shape, batch)
+        call = _timed_call(session, images)
+        _, row["first_ms"] = timed_once(call)
+        times = time_calls(call, protocol)
+    except Exception as exc:  # noqa: BLE001
+        return {**row, "reason": one_line(exc), "peak_rss_mb": round(peak_rss_mb(), 1)}
+    stats = summarize(times, batch)
+    return {**row, "status": "ok", **stats.to_dict(), "peak_rss_mb": round(peak_rss_mb(), 1)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench.worker", description=__doc__)
+    parser.add_argument("--artifact", type=Path, required=True, help=".keras, .onnx or .tflite")
+    parser.add_argument("--runtime", required=True, help="keras, litert, ort-cpu or ort-cuda")
+    parser.add_argument("--batch", type=int, default=1, help="images per call (default 1)")
+    parser.add_argument("--runs", type=int, help="timed calls (stop after this many)")
+    parser.add_argument("--seconds", type=float, help="time budget of the timed calls")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed calls first")
+    parser.add_argument("--threads", type=int, help="intra-op threads (ORT, LiteRT)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.batch < 1 or args.warmup < 0 or (args.threads is not None and args.threads < 1):
+        print("error: --batch and --threads must be >= 1, --warmup >= 0", file=sys.stderr)
+        return 2
+    if (args.runs is not None and args.runs < 1) or (
+        args.seconds is not None and args.seconds <= 0
+    ):
+        print("error: --runs must be >= 1 and --seconds > 0", file=sys.stderr)
+        return 2
+    unbounded = args.runs is None and args.seconds is None
+    protocol = Protocol(args.warmup, args.runs, Protocol.seconds if unbounded else args.seconds)
+    row = measure(args.artifact, args.runtime, args.batch, protocol, args.threads)
+    print(json.dumps(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,323 @@
+"""`toolkit bench`: the stats, the worker (no TensorFlow for .onnx/.tflite), every runtime of the
+registry, the end-to-end outputs, failed and unavailable rows, and the exit-2 paths."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench import roofline
+from bench.latency import Protocol, summarize, time_calls
+from bench.suite import ACCURACY_CACHE
+from bench.worker import measure
+from export import export_run
+from export.manifest import sha256
+from toolkit import cli
+from toolkit.runtimes import RUNTIMES, open_artifact
+from toolkit.training.train import TrainOptions, train
+
+DATA = "shapes:300"
+FORMATS = "onnx,tflite,tflite-int8"
+SHORT = ["--runs", "3", "--warmup", "1"]
+OUTPUTS = ("bench.json", "bench.md", "bench.png")
+ROOT = Path(__file__).resolve().parent.parent
+CUDA_HERE = RUNTIMES["ort-cuda"].unavailable() is None
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """A tiny shiftvit run (1 epoch on synthetic shapes) exported to onnx, tflite, tflite-int8."""
+    root = tmp_path_factory.mktemp("bench")
+    run = train(TrainOptions("shiftvit", "tiny", DATA, epochs=1), out=root / "run")
+    export_run(run, FORMATS, calib_samples=32)
+    return run
+
+
+@pytest.fixture(autouse=True)
+def roofline_cache(tmp_path_factory, monkeypatch):
+    """Matmul models for the roofline go to a per-session cache, not ~/.cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def copy_run(run_dir: Path, dest: Path) -> Path:
+    """A copy of the run folder without any earlier bench outputs."""
+    shutil.copytree(run_dir, dest, ignore=shutil.ignore_patterns("bench*"))
+    return dest
+
+
+# -- the protocol and its stats --
+
+
+def test_stats_match_numpy():
+    rng = np.random.default_rng(0)
+    times = rng.integers(1_000_000, 9_000_000, 101)  # ns
+    ms = times / 1e6
+    s = summarize(times, batch=4)
+    for got, q in ((s.p50_ms, 50), (s.p90_ms, 90), (s.p99_ms, 99)):
+        assert got == pytest.approx(np.percentile(ms, q))
+    assert s.mean_ms == pytest.approx(ms.mean())
+    assert s.std_ms == pytest.approx(ms.std())
+    assert (s.min_ms, s.max_ms, s.runs) == (pytest.approx(ms.min()), pytest.approx(ms.max()), 101)
+    assert s.images_per_s == pytest.approx(4 * 1000 / ms.mean())
+    rounds = [np.median(part) for part in np.array_split(ms, 5)]
+    assert s.round_p50_ms == pytest.approx(rounds)
+    assert s.spread == pytest.approx((max(rounds) - min(rounds)) / np.median(rounds))
+
+
+def test_spread_of_a_drifting_series():
+    """Five slices at 1, 1, 1, 1, 2 ms: the p50 of slices spans 1 ms around a 1 ms median."""
+    times = np.repeat([1e6, 1e6, 1e6, 1e6, 2e6], 4)
+    assert summarize(times, 1).spread == pytest.approx(1.0)
+    assert summarize(np.full(10, 3e6), 1).spread == 0.0
+
+
+def test_protocol_counts_warmup_and_runs():
+    calls = []
+    times = time_calls(lambda: calls.append(1), Protocol(warmup=3, runs=7, seconds=None))
+    assert len(calls) == 10 and len(times) == 7 and times.dtype == np.int64
+
+
+def test_protocol_stops_on_the_time_budget():
+    times = time_calls(lambda: sum(range(1000)), Protocol(warmup=0, runs=None, seconds=0.02))
+    assert len(times) >= 1 and times.sum() >= 0.02e9
+    assert len(time_calls(lambda: None, Protocol(0, 5, 60.0))) == 5  # runs first
+
+
+def test_protocol_needs_a_budget():
+    with pytest.raises(ValueError):
+        Protocol(warmup=1, runs=None, seconds=None)
+
+
+# -- the worker --
+
+
+def _artifact_for(run_dir: Path, runtime: str) -> Path:
+    candidates = [run_dir / "model.keras", *sorted((run_dir / "export").iterdir())]
+    return next(p for p in candidates if p.suffix in RUNTIMES[runtime].suffixes)
+
+
+@pytest.mark.parametrize("runtime", list(RUNTIMES))
+def test_every_runtime_of_the_registry(run_dir, runtime):
+    """ok with figures where the runtime can run here, else unavailable with its reason."""
+    row = measure(_artifact_for(run_dir, runtime), runtime, 2, Protocol(1, 3, None), 1)
+    reason = RUNTIMES[runtime].unavailable()
+    if reason is not None:
+        assert (row["status"], row["reason"]) == ("unavailable", reason)
+        return
+    assert row["status"] == "ok", row["reason"]
+    assert row["runs"] == 3 and row["batch"] == 2
+    assert 0 < row["min_ms"] <= row["p50_ms"] <= row["p99_ms"] <= row["max_ms"]
+    assert row["load_ms"] > 0 and row["first_ms"] > 0
+    assert row["peak_rss_mb"] >= row["rss_before_load_mb"] > 0
+    assert row["providers"]
+
+
+def test_failed_artifact_is_a_row_not_a_crash(tmp_path):
+    bad = tmp_path / "model.tflite"
+    bad.write_bytes(b"TFL3" + b"\x00" * 64)
+    row = measure(bad, "litert", 1, Protocol(1, 3, None), 1)
+    assert row["status"] == "failed" and "could not be loaded" in row["reason"]
+
+
+def _worker_script(artifacts: list[Path], poison: bool) -> str:
+    """Python that measures `artifacts` in the worker and prints which TF modules got loaded."""
+    lines = ["import json, sys"]
+    if poison:  # as on a GPU box with onnxruntime-gpu and numpy, and no TensorFlow or Keras
+        lines.append("sys.modules.update(tensorflow=None, keras=None)")
+    lines += [
+        "from bench.latency import Protocol",
+        "from bench.worker import measure",
+        "statuses = []",
+        *(
+            f"statuses.append(measure({str(a)!r}, {r!r}, 1, Protocol(1, 2, None), 1)['status'])"
+            for a, r in artifacts
+        ),
+        "tf = [m for m, v in sys.modules.items() if v is not None and m.split('.')[0] in "
+        "('tensorflow', 'keras', 'tf_keras')]",
+        "print(json.dumps({'statuses': statuses, 'tf': tf}))",
+    ]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("poison", [False, True], ids=["tf-installed", "no-tf"])
+def test_worker_never_imports_tensorflow_for_onnx_and_tflite(run_dir, poison):
+    export = run_dir / "export"
+    artifacts = [(export / "model.onnx", "ort-cpu"), (export / "model_fp32.tflite", "litert")]
+    done = subprocess.run(
+        [sys.executable, "-c", _worker_script(artifacts, poison)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out == {"statuses": ["ok", "ok"], "tf": []}
+
+
+def test_io_binding_gives_the_same_logits_as_run(run_dir):
+    """The bound run ort-cuda times, checked on the CPU device where there is no GPU."""
+    session = open_artifact(run_dir / "export" / "model.onnx", "ort-cpu")
+    images = np.random.default_rng(0).integers(0, 256, (3, 32, 32, 3)).astype(np.float32)
+    bound = session.bind(images)
+    bound.run()
+    np.testing.assert_allclose(bound.logits(), session.run(images), rtol=1e-5, atol=1e-5)
+
+
+def test_roofline_kernels_compute_a_matmul(tmp_path):
+    """The ORT kernels are real matmuls: fp32 against numpy, int8 against integer numpy."""
+    import onnx
+    from onnx import numpy_helper
+
+    for precision in ("fp32", "int8"):
+        path = roofline.kernel_file(roofline.KERNELS["ort-cpu", precision], tmp_path)
+        w = numpy_helper.to_array(onnx.load(str(path)).graph.initializer[0])
+        session = open_artifact(path, "ort-cpu")
+        a = np.random.default_rng(1).integers(0, 256, (roofline.M, roofline.K))
+        got = session.run(a.astype(np.float32))
+        want = a.astype(np.float64) @ w.astype(np.float64)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+# -- toolkit bench end to end --
+
+
+@pytest.fixture(scope="module")
+def benched(run_dir, tmp_path_factory) -> tuple[int, Path, dict]:
+    """`toolkit bench` on a copy of the run, every runtime, batches 1 and 2, three runs each."""
+    run = copy_run(run_dir, tmp_path_factory.mktemp("benched") / "run")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
+    try:
+        code = cli.main(["bench", str(run), "--batch", "1,2", *SHORT])
+    finally:
+        mp.undo()
+    return code, run, json.loads((run / "bench.json").read_text())
+
+
+def test_bench_writes_json_md_png(benched):
+    code, run, result = benched
+    assert code == 0
+    assert (run / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for key in ("command", "machine", "protocol", "rows", "roofline", "data"):
+        assert key in result
+    machine = result["machine"]
+    assert machine["cores"] >= 1 and machine["cpu"] and len(machine["load_average"]) == 3
+    for package in ("python", "numpy", "onnxruntime", "litert", "tensorflow", "matplotlib"):
+        assert package in machine["versions"]
+    assert result["command"].startswith(f"toolkit bench {run} ")
+    md = (run / "bench.md").read_text()
+    assert result["command"] in md and "| keras | keras | 1 | ok |" in md
+    assert not list(run.glob(".bench*"))  # no temp files left
+
+
+def test_bench_rows_cover_artifacts_runtimes_and_batches(benched):
+    _, run, result = benched
+    cells = {(r["format"], r["runtime"], r["batch"]) for r in result["rows"]}
+    expected = {("keras", "keras"), ("onnx", "ort-cpu"), ("onnx", "ort-cuda")}
+    expected |= {("tflite", "litert"), ("tflite-int8", "litert")}
+    assert cells == {(f, r, b) for f, r in expected for b in (1, 2)}
+    macs = json.loads((run / "metrics.json").read_text())["macs_per_image"]
+    for row in result["rows"]:
+        assert row["size_bytes"] > 0
+        if row["runtime"] == "ort-cuda" and not CUDA_HERE:
+            assert row["status"] == "unavailable" and "ort-cuda" in row["reason"]
+            assert "p50_ms" not in row
+            continue
+        assert row["status"] == "ok", row["reason"]
+        assert 0 <= row["top1"] <= 1 and row["runs"] == 3
+        assert row["gmacs"] == pytest.approx(macs * row["batch"] / (row["p50_ms"] * 1e6))
+        if row["runtime"] != "keras":
+            assert row["roofline_fraction"] > 0
+
+
+def test_bench_roofline_peaks_and_fastest(benched):
+    _, _, result = benched
+    peaks = {(p["runtime"], p["precision"]): p for p in result["roofline"]["peaks"]}
+    for key in (("ort-cpu", "fp32"), ("litert", "fp32"), ("litert", "int8")):
+        assert peaks[key]["status"] == "ok" and peaks[key]["peak_gmacs"] > 0
+    fastest = {(f["batch"], f["precision"]) for f in result["roofline"]["fastest"]}
+    assert fastest == {(1, "fp32"), (1, "int8"), (2, "fp32"), (2, "int8")}
+
+
+def test_failed_artifact_keeps_the_table_and_accuracy_is_cached(run_dir, tmp_path, capsys):
+    run = copy_run(run_dir, tmp_path / "run")
+    (run / "export" / "model_fp32.tflite").write_bytes(b"not a flatbuffer" * 8)
+    onnx = run / "export" / "model.onnx"
+    (run / ACCURACY_CACHE).write_text(json.dumps({f"run data:{sha256(onnx)}": {"top1": 0.125}}))
+    argv = ["bench", str(run), "--runtime", "litert,ort-cpu", "--formats", "tflite,onnx"]
+    assert cli.main([*argv, *SHORT]) == 0
+    rows = {r["format"]: r for r in json.loads((run / "bench.json").read_text())["rows"]}
+    assert rows["tflite"]["status"] == "failed" and rows["tflite"]["reason"]
+    assert rows["onnx"]["status"] == "ok" and rows["onnx"]["top1"] == 0.125  # from the cache
+    out = capsys.readouterr().out
+    assert "failed" in out and "model_fp32.tflite" in out
+
+
+# -- bad input: one line, exit 2, nothing written --
+
+
+def _no_export(run_dir: Path, tmp: Path) -> Path:
+    run = copy_run(run_dir, tmp / "no_export")
+    shutil.rmtree(run / "export")
+    return run
+
+
+BAD = {  # case -> (extra argv, words the message holds)
+    "unknown runtime": (["--runtime", "ort-gpu"], "unknown runtime 'ort-gpu'"),
+    "unknown format": (["--formats", "tflite-int4"], "unknown formats 'tflite-int4'"),
+    "not exported": (["--formats", "onnx-int8"], "unknown formats 'onnx-int8'"),
+    "batch zero": (["--batch", "0"], "--batch"),
+    "batch text": (["--batch", "1,x"], "--batch"),
+    "runs zero": (["--runs", "0"], "--runs"),
+    "threads zero": (["--threads", "0"], "--threads"),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_bad_arguments_exit_2(run_dir, tmp_path, capsys, case):
+    run = copy_run(run_dir, tmp_path / "run")
+    extra, words = BAD[case]
+    assert cli.main(["bench", str(run), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1
+    assert not [p for p in run.iterdir() if p.name.startswith(("bench", ".bench"))]
+
+
+def test_bad_run_folders_exit_2(run_dir, tmp_path, capsys):
+    cases = {tmp_path / "missing": "does not exist", _no_export(run_dir, tmp_path): "export"}
+    for path, words in cases.items():
+        assert cli.main(["bench", str(path)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert words in err and len(err.splitlines()) == 1
+    assert not list((tmp_path / "no_export").glob("*bench*"))
+
+
+def test_demo_bench_step(run_dir, tmp_path, capsys):
+    """What `toolkit demo` runs after verify: short runs, quiet, the three files returned."""
+    from bench.command import bench_run, parse_args
+    from toolkit.demo import BENCH_ARGS
+
+    run = copy_run(run_dir, tmp_path / "run")
+    result, paths = bench_run(parse_args([str(run), *BENCH_ARGS.split()]), quiet=True)
+    assert [p.name for p in paths] == list(OUTPUTS) and all(p.is_file() for p in paths)
+    assert {r["runs"] for r in result["rows"] if r["status"] == "ok"} == {20}
+    assert capsys.readouterr().out == ""
+
+
+def test_missing_data_leaves_top1_blank(run_dir, tmp_path):
+    """The run's data gone (e.g. the shared npz): latency rows still ok, top-1 blank, why said."""
+    run = copy_run(run_dir, tmp_path / "run")
+    config = json.loads((run / "config.json").read_text())
+    config["options"]["data"] = f"npz:{tmp_path}/gone.npz"
+    (run / "config.json").write_text(json.dumps(config))
+    argv = ["bench", str(run), "--runtime", "ort-cpu", "--formats", "onnx", *SHORT]
+    assert cli.main(argv) == 0
+    result = json.loads((run / "bench.json").read_text())
+    assert [(r["status"], r["top1"]) for r in result["rows"]] == [("ok", None)]
+    assert "not found" in result["data"]["error"]
