@@ -39,6 +39,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"ONNX formats: opset >= 17 (default {DEFAULT_OPSET})",
     )
     p.add_argument(
+        "--max-accuracy-drop",
+        type=float,
+        metavar="P",
+        help="tflite-int8, onnx-int8: search recipes on the validation split, keep the fastest "
+        "whose top-1 drop vs the float model is <= P points (fails if none is)",
+    )
+    p.add_argument(
         "--out", type=Path, metavar="DIR", help=f"export folder (default RUN/{EXPORT_DIR})"
     )
 
@@ -53,20 +60,32 @@ def run(args: argparse.Namespace) -> int:
             calib_samples=args.calib_samples,
             opset=args.opset,
             out=args.out,
+            max_accuracy_drop=args.max_accuracy_drop,
         )
     except ExportError as exc:
         print(f"toolkit: export failed: {exc}", file=sys.stderr)
         return 1
     out = args.out if args.out is not None else args.run / EXPORT_DIR
     rows = [("format", "file", "size (KB)", "seconds")]
+    searched: list[str] = []
     for name in parse_formats(args.format):
         entry = manifest["artifacts"][name]
         size = f"{entry['size_bytes'] / 1024:.1f}"
         rows.append((name, entry["file"], size, f"{entry['export_seconds']:.1f}"))
+        found = entry.get("quantization_search")
+        if found:
+            searched.append(
+                f"{name}: recipe {found['recipe']}, top-1 drop {found['drop_points']:.2f} points "
+                f"(budget {found['max_accuracy_drop_points']:g}), p50 {found['p50_ms']:.2f} ms "
+                f"at batch 1 on {found['latency']['runtime']}, "
+                f"{len(found['candidates'])} recipes tried"
+            )
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
         left = [cell.ljust(w) for cell, w in zip(row[:2], widths[:2], strict=True)]
         right = [cell.rjust(w) for cell, w in zip(row[2:], widths[2:], strict=True)]
         print("  ".join(left + right))
+    for line in searched:
+        print(line)
     print(f"export folder: {out} (model.json, labels.txt)")
     return 0

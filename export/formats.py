@@ -19,9 +19,11 @@ OPTION_FLAGS = {
     "opset": "--opset",
     "calib_data": "--calib-data",
     "calib_samples": "--calib-samples",
+    "max_accuracy_drop": "--max-accuracy-drop",
 }
 ONNX_OPTIONS = ("opset",)
 CALIB_OPTIONS = ("calib_data", "calib_samples")
+SEARCH_OPTIONS = ("max_accuracy_drop",)  # formats with a recipe table in export/int8_search.py
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ FORMATS: dict[str, Format] = {
             "model_int8.onnx",
             "ort-cpu",
             convert_onnx_int8,
-            ONNX_OPTIONS + CALIB_OPTIONS,
+            ONNX_OPTIONS + CALIB_OPTIONS + SEARCH_OPTIONS,
             "static int8 QDQ, per-channel weights, float32 in/out",
         ),
         Format(
@@ -79,7 +81,7 @@ FORMATS: dict[str, Format] = {
             "model_int8.tflite",
             "litert",
             tflite_converter(INT8),
-            CALIB_OPTIONS,
+            CALIB_OPTIONS + SEARCH_OPTIONS,
             "full int8, int8 in/out",
         ),
         Format(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +24,38 @@ from export.source import ExportSource
 from toolkit.native_logs import captured_native_stderr
 
 CALIB_BATCH = 32
+CALIBRATION_METHODS = {
+    "minmax": CalibrationMethod.MinMax,
+    "entropy": CalibrationMethod.Entropy,
+    "percentile": CalibrationMethod.Percentile,
+}
+
+
+@dataclass(frozen=True)
+class OnnxRecipe:
+    """Settings of one static QDQ quantization of the fp32 graph."""
+
+    method: str = "minmax"  # a key of CALIBRATION_METHODS
+    per_channel: bool = True
+    op_types: tuple[str, ...] | None = None  # ONNX op types to quantize; None: every one ORT can
+    exclude_op_types: tuple[str, ...] = ()  # nodes of these op types stay float
+    optimize_first: bool = True  # ORT graph fusions before quantizing (fuses MatMul+Add to Gemm)
+
+
+QDQ = OnnxRecipe()  # the `onnx-int8` format without a search
+
+
+def even_batch(count: int, cap: int = CALIB_BATCH) -> int:
+    """The largest batch <= cap that divides `count`: the histogram calibrators (entropy,
+    percentile) stack per-batch outputs and fail on a short last batch."""
+    return max(b for b in range(1, min(cap, count) + 1) if count % b == 0)
 
 
 class ImageReader(CalibrationDataReader):
-    """Feeds float32 0-255 image batches to onnxruntime's calibrator."""
+    """Feeds float32 0-255 image batches of one size to onnxruntime's calibrator."""
 
-    def __init__(self, images: np.ndarray, batch: int = CALIB_BATCH) -> None:
+    def __init__(self, images: np.ndarray, batch: int | None = None) -> None:
+        batch = batch or even_batch(len(images))
         self._batches = iter([images[i : i + batch] for i in range(0, len(images), batch)])
 
     def get_next(self) -> dict[str, np.ndarray] | None:
@@ -35,30 +64,57 @@ class ImageReader(CalibrationDataReader):
 
 
 def quantize_qdq(
-    graph: onnx.ModelProto, calibration: np.ndarray, work: Path, quantized: Path
+    graph: onnx.ModelProto,
+    calibration: np.ndarray,
+    work: Path,
+    quantized: Path,
+    recipe: OnnxRecipe = QDQ,
 ) -> None:
-    """The `onnx-int8` recipe: shape inference, then static QDQ int8 calibrated on images."""
-    fp32, prepared = work / "fp32.onnx", work / "prepared.onnx"
-    onnx.save(graph, str(fp32))
-    with captured_native_stderr():
-        # symbolic shape inference needs sympy; ONNX shape inference covers these static graphs
-        quant_pre_process(str(fp32), str(prepared), skip_symbolic_shape=True)
+    """Static QDQ int8 of `graph` calibrated on images: shape inference, then `recipe`."""
+    fp32 = work / "fp32.onnx"
+    prepared = work / ("prepared.onnx" if recipe.optimize_first else "prepared-unfused.onnx")
+    if not prepared.exists():
+        onnx.save(graph, str(fp32))
+        with captured_native_stderr():
+            # symbolic shape inference needs sympy; ONNX shape inference covers these graphs
+            quant_pre_process(
+                str(fp32),
+                str(prepared),
+                skip_optimization=not recipe.optimize_first,
+                skip_symbolic_shape=True,
+            )
+    excluded = [
+        n.name for n in onnx.load(str(prepared)).graph.node if n.op_type in recipe.exclude_op_types
+    ]
+    extra = {"CalibMaxIntermediateOutputs": 64} if recipe.method != "minmax" else {}
+    # the histogram calibrators print progress on stdout: keep the command's output clean
+    with captured_native_stderr(), contextlib.redirect_stdout(io.StringIO()):
         quantize_static(
             str(prepared),
             str(quantized),
             ImageReader(calibration),
             quant_format=QuantFormat.QDQ,
-            per_channel=True,
+            op_types_to_quantize=list(recipe.op_types) if recipe.op_types else None,
+            per_channel=recipe.per_channel,
             activation_type=QuantType.QInt8,
             weight_type=QuantType.QInt8,
-            calibrate_method=CalibrationMethod.MinMax,
+            nodes_to_exclude=excluded or None,
+            calibrate_method=CALIBRATION_METHODS[recipe.method],
+            extra_options=extra,
         )
+
+
+def onnx_int8_bytes(src: ExportSource, recipe: OnnxRecipe, name: str = "onnx-int8") -> bytes:
+    """The quantized graph of `recipe` with the artifact metadata, as bytes."""
+    work = Path(src.scratch) / "onnx-int8"
+    work.mkdir(exist_ok=True)
+    quantized = work / f"{name}.onnx"
+    quantize_qdq(fp32_onnx(src), src.calibration, work, quantized, recipe)
+    out = work / f"{name}.final.onnx"
+    save_onnx(onnx.load(str(quantized)), src, "onnx-int8", out)
+    return out.read_bytes()
 
 
 def convert_onnx_int8(src: ExportSource, path: Path) -> None:
     """Converter of `onnx-int8`: `quantize_qdq` of the fp32 graph, then metadata and save."""
-    work = Path(src.scratch) / "onnx-int8"
-    work.mkdir(exist_ok=True)
-    quantized = work / "int8.onnx"
-    quantize_qdq(fp32_onnx(src), src.calibration, work, quantized)
-    save_onnx(onnx.load(str(quantized)), src, "onnx-int8", path)
+    path.write_bytes(onnx_int8_bytes(src, QDQ))

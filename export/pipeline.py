@@ -7,7 +7,15 @@ from pathlib import Path
 
 from export.calibration import DEFAULT_CALIB_SAMPLES
 from export.errors import ExportError
-from export.formats import CALIB_OPTIONS, FORMATS, Format, check_options, parse_formats
+from export.formats import (
+    CALIB_OPTIONS,
+    FORMATS,
+    SEARCH_OPTIONS,
+    Format,
+    check_options,
+    parse_formats,
+)
+from export.int8_search import SEARCHES, check_budget, search
 from export.manifest import artifact_entry, header, update_manifest
 from export.onnx import MAX_OPSET, MIN_OPSET
 from export.source import ExportSource, open_source
@@ -27,14 +35,22 @@ def export_run(
     calib_samples: int | None = None,
     opset: int | None = None,
     out: str | Path | None = None,
+    max_accuracy_drop: float | None = None,
 ) -> dict:
     """Export RUN to `formats` in `out` (default RUN/export); return the merged model.json.
 
     calib_samples defaults to 500 and opset to 17; None means "not given" for option checks.
+    max_accuracy_drop (top-1 points) makes the int8 formats search their recipe tables.
     """
     names = parse_formats(formats)
-    given = {"opset": opset, "calib_data": calib_data, "calib_samples": calib_samples}
+    given = {
+        "opset": opset,
+        "calib_data": calib_data,
+        "calib_samples": calib_samples,
+        "max_accuracy_drop": max_accuracy_drop,
+    }
     check_options(names, given)
+    budget = None if max_accuracy_drop is None else check_budget(max_accuracy_drop)
     opset = _check_opset(DEFAULT_OPSET if opset is None else opset)
     samples = _check_samples(DEFAULT_CALIB_SAMPLES if calib_samples is None else calib_samples)
     run = open_run(run_dir)
@@ -53,7 +69,7 @@ def export_run(
         manifest: dict = {}
         try:
             for name in names:
-                manifest = _export_one(src, FORMATS[name], out)
+                manifest = _export_one(src, FORMATS[name], out, budget)
         finally:
             if created and not any(out.iterdir()):
                 out.rmdir()
@@ -75,14 +91,21 @@ def _check_samples(samples: int) -> int:
     return samples
 
 
-def _export_one(src: ExportSource, fmt: Format, out: Path) -> dict:
-    """Convert to a temp file, validate it in its runtime, then rename it onto the artifact."""
+def _export_one(src: ExportSource, fmt: Format, out: Path, budget: float | None = None) -> dict:
+    """Convert (or search, given a budget) to a temp file, validate it, rename it into place."""
     target = out / fmt.filename
-    options = {o: getattr(src, o) for o in fmt.options}
+    searching = budget is not None and fmt.name in SEARCHES
+    options = {o: getattr(src, o) for o in fmt.options if o not in SEARCH_OPTIONS}
+    if searching:
+        options["max_accuracy_drop"] = budget
+    record = None
     start = time.perf_counter()
     with atomic.atomic_path(target) as tmp:
         try:
-            fmt.convert(src, tmp)
+            if searching:
+                record = search(src, fmt.name, tmp, budget)
+            else:
+                fmt.convert(src, tmp)
             info = RUNTIMES[fmt.runtime](tmp, fmt.name, src.input_shape, src.num_classes)
         except UsageError:
             raise
@@ -97,4 +120,6 @@ def _export_one(src: ExportSource, fmt: Format, out: Path) -> dict:
         entry = artifact_entry(
             fmt.name, fmt.filename, fmt.runtime, tmp, info, time.perf_counter() - start, options
         )
+        if record is not None:
+            entry["quantization_search"] = record
     return update_manifest(out, header(src), fmt.name, entry)

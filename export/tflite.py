@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -10,20 +11,30 @@ from pathlib import Path
 import keras
 import numpy as np
 import tensorflow as tf
+from ai_edge_litert import schema_py_generated as schema
+from tensorflow.lite.python import convert as tflite_convert
 
-from export.signature import INPUT_NAME, SIGNATURE_KEY, input_spec, serving_call
+from export.signature import INPUT_NAME, SIGNATURE_KEY, serving_call
 from export.source import ExportSource
 from toolkit.native_logs import captured_native_stderr
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """Converter settings of one TFLite format."""
+    """Converter settings of one TFLite format (or one int8 search candidate)."""
 
     optimize: bool = False  # optimizations = [Optimize.DEFAULT]
     float16: bool = False  # supported_types = [tf.float16]
     int8: bool = False  # representative dataset + TFLITE_BUILTINS_INT8 only
     int8_io: bool = False  # int8 input and output tensors instead of float32
+    batch: int | None = None  # None: dynamic batch; 1: fixed, so every shape folds to a constant
+    float_layers: tuple[str, ...] = ()  # Keras layer classes whose ops stay float (int8 only)
+    float_ops: tuple[str, ...] = ()  # TFLite builtin op names that stay float (int8 only)
+
+    @property
+    def selective(self) -> bool:
+        """Whether some ops stay float inside an int8 model."""
+        return bool(self.float_layers or self.float_ops)
 
 
 FP32 = Recipe()
@@ -33,21 +44,23 @@ INT8 = Recipe(optimize=True, int8=True, int8_io=True)
 INT8_FLOAT_IO = Recipe(optimize=True, int8=True)
 
 
-def saved_model(src: ExportSource) -> Path:
-    """The run's model as a SavedModel with signature serving_default(image) -> {logits}."""
+def saved_model(src: ExportSource, batch: int | None = None) -> Path:
+    """The run's model as a SavedModel with signature serving_default(image) -> {logits}.
+
+    batch=None keeps the batch dimension dynamic; an int fixes it in the signature.
+    """
 
     def write() -> Path:
-        folder = Path(src.scratch) / "saved_model"
+        folder = Path(src.scratch) / ("saved_model" if batch is None else f"saved_model_b{batch}")
         archive = keras.export.ExportArchive()
         archive.track(src.model)
-        archive.add_endpoint(
-            SIGNATURE_KEY, serving_call(src.model), input_signature=[input_spec(src.input_shape)]
-        )
+        spec = tf.TensorSpec([batch, *src.input_shape], tf.float32, name=INPUT_NAME)
+        archive.add_endpoint(SIGNATURE_KEY, serving_call(src.model), input_signature=[spec])
         with captured_native_stderr():
             archive.write_out(str(folder), verbose=False)
         return folder
 
-    return src.memo("saved_model", write)
+    return src.memo("saved_model" if batch is None else f"saved_model_b{batch}", write)
 
 
 def representative_dataset(images: np.ndarray) -> Callable[[], Iterator[dict[str, np.ndarray]]]:
@@ -60,10 +73,9 @@ def representative_dataset(images: np.ndarray) -> Callable[[], Iterator[dict[str
     return generate
 
 
-def convert_tflite(src: ExportSource, path: Path, recipe: Recipe) -> None:
-    """Convert with builtin ops only (int8 builtins for the int8 recipes) and write `path`."""
+def _converter(src: ExportSource, recipe: Recipe) -> tf.lite.TFLiteConverter:
     converter = tf.lite.TFLiteConverter.from_saved_model(
-        str(saved_model(src)), signature_keys=[SIGNATURE_KEY]
+        str(saved_model(src, recipe.batch)), signature_keys=[SIGNATURE_KEY]
     )
     builtins = (
         tf.lite.OpsSet.TFLITE_BUILTINS_INT8 if recipe.int8 else tf.lite.OpsSet.TFLITE_BUILTINS
@@ -78,11 +90,80 @@ def convert_tflite(src: ExportSource, path: Path, recipe: Recipe) -> None:
     if recipe.int8_io:
         converter.inference_input_type = tf.int8
         converter.inference_output_type = tf.int8
+    return converter
+
+
+def _convert(converter: tf.lite.TFLiteConverter) -> bytes:
     with captured_native_stderr(), warnings.catch_warnings():
         # the converter's own calibrator uses tf.lite.Interpreter and warns about it
         warnings.filterwarnings("ignore", message=r".*tf\.lite\.Interpreter is deprecated")
-        flatbuffer = converter.convert()
-    path.write_bytes(flatbuffer)
+        return converter.convert()
+
+
+def calibrated_model(src: ExportSource, batch: int | None) -> bytes:
+    """The float model with calibration statistics (min/max per tensor), built once per batch."""
+
+    def build() -> bytes:
+        converter = _converter(src, Recipe(optimize=True, int8=True, batch=batch))
+        converter._experimental_calibrate_only = True  # calibrate once, quantize many
+        return _convert(converter)
+
+    return src.memo(f"calibrated_b{batch}", build)
+
+
+def layer_nodes(flatbuffer: bytes, layer_names: set[str]) -> list[str]:
+    """Output tensor names of the ops inside Keras layers named `layer_names` (a `/` segment)."""
+    if not layer_names:
+        return []
+    pattern = re.compile("|".join(rf"{re.escape(n)}(_\d+)?" for n in sorted(layer_names)))
+    model = schema.Model.GetRootAs(flatbuffer, 0)
+    nodes = []
+    for s in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(s)
+        for i in range(graph.OperatorsLength()):
+            op = graph.Operators(i)
+            for k in range(op.OutputsLength()):
+                name = graph.Tensors(op.Outputs(k)).Name().decode()
+                if any(pattern.fullmatch(seg) for seg in name.split("/")[:-1]):
+                    nodes.append(name)
+    return nodes
+
+
+def _layer_names(model: keras.Model, classes: tuple[str, ...]) -> set[str]:
+    """Names of the (nested) layers of `model` whose class name is in `classes`."""
+    return {
+        layer.name
+        for layer in model._flatten_layers(include_self=False)  # nested layers too
+        if type(layer).__name__ in classes
+    }
+
+
+def _selective_int8(src: ExportSource, recipe: Recipe) -> bytes:
+    """Full int8 from the shared calibration, with the recipe's layers and ops left float."""
+    calibrated = calibrated_model(src, recipe.batch)
+    nodes = layer_nodes(calibrated, _layer_names(src.model, recipe.float_layers))
+    io_type = tf.int8 if recipe.int8_io else tf.float32
+    with captured_native_stderr():
+        return tflite_convert.mlir_quantize(
+            calibrated,
+            fully_quantize=True,
+            input_data_type=io_type,
+            output_data_type=io_type,
+            denylisted_ops=list(recipe.float_ops) or None,
+            denylisted_nodes=nodes or None,
+        )
+
+
+def tflite_bytes(src: ExportSource, recipe: Recipe) -> bytes:
+    """The .tflite flatbuffer of `recipe` (builtin ops only)."""
+    if recipe.int8 and (recipe.selective or recipe.batch is not None):
+        return _selective_int8(src, recipe)
+    return _convert(_converter(src, recipe))
+
+
+def convert_tflite(src: ExportSource, path: Path, recipe: Recipe) -> None:
+    """Convert with builtin ops only (int8 builtins for the int8 recipes) and write `path`."""
+    path.write_bytes(tflite_bytes(src, recipe))
 
 
 def tflite_converter(recipe: Recipe) -> Callable[[ExportSource, Path], None]:

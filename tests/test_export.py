@@ -131,13 +131,13 @@ def test_registry_entry_is_complete(fmt):
     assert entry.name == fmt
     assert entry.runtime in RUNNERS
     assert Path(entry.filename).suffix == {"ort-cpu": ".onnx", "litert": ".tflite"}[entry.runtime]
-    assert set(entry.options) <= {"opset", "calib_data", "calib_samples"}
+    assert set(entry.options) <= {"opset", "calib_data", "calib_samples", "max_accuracy_drop"}
     assert f"`{fmt}`" in format_table_markdown() and entry.filename in format_table_markdown()
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_options_a_format_does_not_take_are_refused(fmt):
-    values = {"opset": 18, "calib_data": "shapes", "calib_samples": 10}
+    values = {"opset": 18, "calib_data": "shapes", "calib_samples": 10, "max_accuracy_drop": 1.0}
     for option, value in values.items():
         given = {option: value}
         if option in FORMATS[fmt].options:

@@ -1,0 +1,208 @@
+"""Accuracy-budgeted int8 search: try a table of recipes, keep the fastest within the budget.
+
+Each candidate is judged on the VALIDATION split of the run's data (never the test split, never
+the calibration images, which come from the train split): its top-1 drop in points against the
+Keras float model, and its batch-1 p50 latency in its runtime (bench.latency; one thread per
+core, as `toolkit bench`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bench.latency import Protocol, summarize, time_calls
+from export.onnx_int8 import OnnxRecipe, onnx_int8_bytes
+from export.source import ExportSource
+from export.tflite import INT8, Recipe, tflite_bytes
+from toolkit.data import load_data
+from toolkit.errors import UsageError
+from toolkit.runtimes import open_artifact
+from toolkit.runtimes.base import RuntimeOptions
+
+EVAL_BATCH = 64
+SEARCH_PROTOCOL = Protocol(warmup=5, runs=300, seconds=1.0)
+THREADS = os.cpu_count() or 1  # as `toolkit bench` by default
+
+_B1 = dict(optimize=True, int8=True, int8_io=True, batch=1)
+_ATTENTION_OPS = ("BATCH_MATMUL", "SOFTMAX", "DIV")  # activation x activation matmuls, LSA mask
+
+# candidates of `tflite-int8 --max-accuracy-drop`, cheapest to build first
+TFLITE_RECIPES: dict[str, Recipe] = {
+    "int8": INT8,
+    "int8-b1": Recipe(**_B1),
+    "int8-b1-float-norm": Recipe(**_B1, float_layers=("LayerNormalization",)),
+    "int8-b1-float-norm-gelu": Recipe(
+        **_B1, float_layers=("LayerNormalization",), float_ops=("GELU",)
+    ),
+    "int8-b1-float-norm-gelu-attention": Recipe(
+        **_B1, float_layers=("LayerNormalization",), float_ops=("GELU", *_ATTENTION_OPS)
+    ),
+}
+
+_MATMUL_CONV = ("MatMul", "Conv")
+_UNFUSED = dict(op_types=_MATMUL_CONV, optimize_first=False)  # Dense stays MatMul, so int8
+# candidates of `onnx-int8 --max-accuracy-drop`
+ONNX_RECIPES: dict[str, OnnxRecipe] = {
+    "qdq-minmax": OnnxRecipe(),
+    "qdq-matmul-conv-minmax": OnnxRecipe(op_types=_MATMUL_CONV),
+    "qdq-matmul-conv-unfused-minmax": OnnxRecipe(**_UNFUSED),
+    "qdq-matmul-conv-unfused-per-tensor-minmax": OnnxRecipe(**_UNFUSED, per_channel=False),
+    "qdq-matmul-conv-unfused-percentile": OnnxRecipe(**_UNFUSED, method="percentile"),
+    "qdq-matmul-conv-unfused-entropy": OnnxRecipe(**_UNFUSED, method="entropy"),
+}
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The recipes of one format and how to build an artifact's bytes from one."""
+
+    recipes: dict[str, Recipe] | dict[str, OnnxRecipe]
+    build: Callable[[ExportSource, object, str], bytes]
+    suffix: str
+    runtime: str
+
+
+SEARCHES: dict[str, SearchSpace] = {
+    "tflite-int8": SearchSpace(
+        TFLITE_RECIPES, lambda src, recipe, _: tflite_bytes(src, recipe), ".tflite", "litert"
+    ),
+    "onnx-int8": SearchSpace(ONNX_RECIPES, onnx_int8_bytes, ".onnx", "ort-cpu"),
+}
+
+
+def check_budget(points: float) -> float:
+    """A finite number of top-1 points (UsageError otherwise); negative asks int8 to be better."""
+    if not math.isfinite(points):
+        raise UsageError(f"--max-accuracy-drop must be a finite number of points, got {points}")
+    return float(points)
+
+
+def validation_split(src: ExportSource) -> tuple[np.ndarray, np.ndarray]:
+    """float32 images and labels of the validation split of the run's own data."""
+
+    def load() -> tuple[np.ndarray, np.ndarray]:
+        options = src.run.config.get("options") or {}
+        if not options.get("data"):
+            raise UsageError(f"{src.run.path}/config.json names no data: no validation split")
+        data = load_data(options["data"], seed=int(options.get("seed", 0)))
+        if len(data.y_val) == 0:
+            raise UsageError(f"data {options['data']} has an empty validation split")
+        return data.x_val.astype(np.float32), np.asarray(data.y_val)
+
+    return src.memo("validation_split", load)
+
+
+def _predict(run: Callable[[np.ndarray], np.ndarray], images: np.ndarray) -> np.ndarray:
+    chunks = [run(images[i : i + EVAL_BATCH]) for i in range(0, len(images), EVAL_BATCH)]
+    return np.concatenate(chunks).argmax(axis=1)
+
+
+def float_top1(src: ExportSource) -> float:
+    """Top-1 of the Keras float model on the validation split."""
+    images, labels = validation_split(src)
+    predict = lambda x: np.asarray(src.model(x, training=False))  # noqa: E731
+    return src.memo("float_top1", lambda: float(np.mean(_predict(predict, images) == labels)))
+
+
+def _judge(path: Path, runtime: str, src: ExportSource, protocol: Protocol) -> dict:
+    """Top-1 on the validation split and batch-1 latency of one artifact file."""
+    images, labels = validation_split(src)
+    session = open_artifact(path, runtime, RuntimeOptions(threads=THREADS))
+    top1 = float(np.mean(_predict(session.run, images) == labels))
+    one = images[:1]
+    stats = summarize(time_calls(lambda: session.run(one), protocol), batch=1)
+    return {
+        "top1": top1,
+        "p50_ms": round(stats.p50_ms, 4),
+        "latency_spread": round(stats.spread, 3),
+    }
+
+
+def search(
+    src: ExportSource,
+    fmt: str,
+    path: Path,
+    budget: float,
+    protocol: Protocol | None = None,
+) -> dict:
+    """Write the fastest candidate of `fmt` within `budget` points to `path`; return the record.
+
+    Raises UsageError, with `path` untouched, when no candidate is within the budget.
+    """
+    space = SEARCHES[fmt]
+    protocol = protocol or SEARCH_PROTOCOL
+    reference = float_top1(src)
+    images = len(validation_split(src)[1])
+    work = Path(src.scratch) / "int8-search" / fmt
+    work.mkdir(parents=True, exist_ok=True)
+    candidates: list[dict] = []
+    for name, recipe in space.recipes.items():
+        row: dict = {"recipe": name, "settings": _settings(recipe)}
+        start = time.perf_counter()
+        file = work / f"{name}{space.suffix}"
+        try:
+            file.write_bytes(space.build(src, recipe, name))
+            row.update(_judge(file, space.runtime, src, protocol))
+        except Exception as exc:  # noqa: BLE001  (a recipe the converter rejects is skipped)
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            row["error"] = f"{type(exc).__name__}: {first[:200]}"
+        else:
+            row["drop_points"] = 100.0 * (reference - row["top1"])
+            row["size_bytes"] = file.stat().st_size
+            row["within_budget"] = row["drop_points"] <= budget
+        row["seconds"] = round(time.perf_counter() - start, 1)
+        candidates.append(row)
+    best = choose(candidates)
+    if best is None:
+        raise UsageError(_no_fit(fmt, budget, candidates, images))
+    shutil.copyfile(work / f"{best['recipe']}{space.suffix}", path)
+    return {
+        "max_accuracy_drop_points": budget,
+        "split": "validation",
+        "images": images,
+        "float_top1": reference,
+        "latency": {
+            "runtime": space.runtime,
+            "batch": 1,
+            "threads": THREADS,
+            "statistic": "p50_ms",
+            "protocol": asdict(protocol),
+        },
+        "recipe": best["recipe"],
+        "settings": best["settings"],
+        "top1": best["top1"],
+        "drop_points": best["drop_points"],
+        "p50_ms": best["p50_ms"],
+        "candidates": candidates,
+    }
+
+
+def choose(candidates: list[dict]) -> dict | None:
+    """The candidate with the lowest p50 among those within the budget; None if there is none."""
+    fits = [c for c in candidates if c.get("within_budget")]
+    return min(fits, key=lambda c: c["p50_ms"]) if fits else None
+
+
+def _settings(recipe: object) -> dict:
+    """A recipe's fields as JSON values."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(recipe).items()}
+
+
+def _no_fit(fmt: str, budget: float, candidates: list[dict], images: int) -> str:
+    judged = [c for c in candidates if "drop_points" in c]
+    if not judged:
+        return f"{fmt}: no int8 recipe converted ({candidates[0].get('error', '?')})"
+    best = min(judged, key=lambda c: c["drop_points"])
+    return (
+        f"{fmt}: no int8 recipe keeps the top-1 drop within --max-accuracy-drop {budget:g} "
+        f"points on {images} validation images; the smallest drop is "
+        f"{best['drop_points']:.2f} points ({best['recipe']}): raise the budget"
+    )

@@ -1,0 +1,232 @@
+"""`toolkit export --max-accuracy-drop`: recipe tables, budgeted search, model.json, failures."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from ai_edge_litert.interpreter import Interpreter
+
+import export.int8_search as int8_search
+from bench.latency import Protocol
+from export import export_run
+from export.command import add_arguments
+from export.command import run as run_command
+from export.formats import FORMATS, check_options
+from export.int8_search import ONNX_RECIPES, SEARCHES, TFLITE_RECIPES, choose
+from export.manifest import MANIFEST_FILE, sha256
+from export.onnx_int8 import ImageReader
+from export.oplist import forbidden_ops, onnx_ops, tflite_ops
+from export.source import open_source
+from export.xnnpack import delegation
+from toolkit.errors import UsageError
+from toolkit.runfolder import open_run
+from toolkit.runtimes import open_artifact
+from toolkit.training.train import TrainOptions, train
+
+DATA = "shapes:300"
+CALIB_SAMPLES = 32
+QUICK = Protocol(warmup=1, runs=5, seconds=None)  # latency is recorded, never asserted on
+
+
+@pytest.fixture(autouse=True)
+def quick_latency(monkeypatch):
+    monkeypatch.setattr(int8_search, "SEARCH_PROTOCOL", QUICK)
+
+
+@pytest.fixture(scope="module", params=("shiftvit", "vit-lsa"))
+def tiny_run(request, tmp_path_factory) -> Path:
+    """A tiny run trained 1 epoch on synthetic shapes."""
+    root = tmp_path_factory.mktemp(f"search-{request.param}")
+    return train(TrainOptions(request.param, "tiny", DATA, epochs=1), out=root / "run")
+
+
+@pytest.fixture(scope="module")
+def vit_run(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("search-vit")
+    return train(TrainOptions("vit-lsa", "tiny", DATA, epochs=1), out=root / "run")
+
+
+def _ops_by_type(flatbuffer: bytes) -> dict[str, set[str]]:
+    """TFLite op name -> the dtypes of its first operand, over the whole graph."""
+    interpreter = Interpreter(model_content=flatbuffer)
+    found: dict[str, set[str]] = {}
+    for op in interpreter._get_ops_details():
+        found.setdefault(op["op_name"], set()).add(np.dtype(op["operand_types"][0]).name)
+    return found
+
+
+# -- the recipe tables --
+
+
+@pytest.mark.parametrize("name", TFLITE_RECIPES)
+def test_every_tflite_recipe_builds_a_runnable_builtin_artifact(name, vit_run, tmp_path):
+    recipe = TFLITE_RECIPES[name]
+    run = open_run(vit_run)
+    with open_source(run, run.load_model(), opset=17, calib_data=None, calib_samples=16) as src:
+        flatbuffer = SEARCHES["tflite-int8"].build(src, recipe, name)
+    assert forbidden_ops(tflite_ops(flatbuffer)) == []
+    path = tmp_path / "m.tflite"
+    path.write_bytes(flatbuffer)
+    session = open_artifact(path, "litert")
+    assert session.input.dtype == "int8" and session.output.dtype == "int8"
+    assert session.input.shape[0] == recipe.batch
+    logits = session.run(np.full((3, 32, 32, 3), 128.0, np.float32))
+    assert logits.shape == (3, 10) and np.all(np.isfinite(logits))
+    ops = _ops_by_type(flatbuffer)
+    assert ops["FULLY_CONNECTED"] == {"int8"}  # the matmuls with weights are always int8
+    for op in recipe.float_ops:
+        assert ops[op] == {"float32"}, f"{op} should stay float in {name}"
+    # RSQRT only appears inside LayerNormalization: float exactly when the recipe keeps it so
+    expected = "float32" if "LayerNormalization" in recipe.float_layers else "int8"
+    assert ops["RSQRT"] == {expected}
+
+
+def test_float_norm_gelu_attention_runs_whole_in_xnnpack_where_plain_int8_does_not(
+    vit_run, tmp_path
+):
+    run = open_run(vit_run)
+    paths = {}
+    with open_source(run, run.load_model(), opset=17, calib_data=None, calib_samples=16) as src:
+        for name in ("int8", "int8-b1-float-norm-gelu-attention"):
+            paths[name] = tmp_path / f"{name}.tflite"
+            paths[name].write_bytes(SEARCHES["tflite-int8"].build(src, TFLITE_RECIPES[name], name))
+    plain = delegation(paths["int8"])
+    assert not plain.fully_delegated and plain.partitions > 1
+    assert {"SQUARED_DIFFERENCE/int8", "RSQRT/int8"} <= set(plain.not_delegated)
+    selective = delegation(paths["int8-b1-float-norm-gelu-attention"])
+    assert selective.fully_delegated and selective.partitions == 1, selective.not_delegated
+    assert any(k.startswith("FULLY_CONNECTED/") and "int8" in k for k in selective.delegated)
+
+
+@pytest.mark.parametrize("name", ONNX_RECIPES)
+def test_every_onnx_recipe_builds_a_runnable_standard_artifact(name, vit_run, tmp_path):
+    recipe = ONNX_RECIPES[name]
+    run = open_run(vit_run)
+    with open_source(run, run.load_model(), opset=17, calib_data=None, calib_samples=16) as src:
+        data = SEARCHES["onnx-int8"].build(src, recipe, name)
+    model = onnx.load_from_string(data)
+    assert forbidden_ops(onnx_ops(model)) == []
+    path = tmp_path / "m.onnx"
+    path.write_bytes(data)
+    logits = open_artifact(path, "ort-cpu").run(np.full((2, 32, 32, 3), 128.0, np.float32))
+    assert logits.shape == (2, 10) and np.all(np.isfinite(logits))
+    weights = {i.name for i in model.graph.initializer}
+    int8_weights = {  # outputs of DequantizeLinear nodes of stored (int8) weights
+        n.output[0]
+        for n in model.graph.node
+        if n.op_type == "DequantizeLinear" and n.input[0] in weights
+    }
+    with_int8_weights = {n.op_type for n in model.graph.node if int8_weights & set(n.input)}
+    assert with_int8_weights & {"MatMul", "Conv"}
+    if recipe.op_types is not None:
+        assert with_int8_weights <= set(recipe.op_types)
+
+
+def test_choose_takes_the_fastest_within_budget():
+    rows = [
+        {"recipe": "a", "within_budget": True, "p50_ms": 3.0},
+        {"recipe": "b", "within_budget": False, "p50_ms": 1.0},
+        {"recipe": "c", "within_budget": True, "p50_ms": 2.0},
+        {"recipe": "d", "error": "RuntimeError: no"},
+    ]
+    assert choose(rows)["recipe"] == "c"
+    assert choose([r for r in rows if r["recipe"] in "bd"]) is None
+
+
+def test_only_the_int8_formats_take_the_budget():
+    takers = {f.name for f in FORMATS.values() if "max_accuracy_drop" in f.options}
+    assert takers == set(SEARCHES) == {"tflite-int8", "onnx-int8"}
+    with pytest.raises(UsageError, match="--max-accuracy-drop does not apply to tflite"):
+        check_options(["tflite"], {"max_accuracy_drop": 1.0})
+
+
+# -- the search on a tiny run --
+
+
+def test_search_keeps_the_fastest_recipe_within_budget(tiny_run, tmp_path):
+    out = tmp_path / "export"
+    manifest = export_run(
+        tiny_run,
+        "tflite-int8,onnx-int8",
+        calib_samples=CALIB_SAMPLES,
+        max_accuracy_drop=50.0,
+        out=out,
+    )
+    assert json.loads((out / MANIFEST_FILE).read_text()) == manifest
+    for fmt, table in (("tflite-int8", TFLITE_RECIPES), ("onnx-int8", ONNX_RECIPES)):
+        entry = manifest["artifacts"][fmt]
+        found = entry["quantization_search"]
+        assert entry["options"]["max_accuracy_drop"] == 50.0
+        assert [c["recipe"] for c in found["candidates"]] == list(table)
+        assert found["split"] == "validation" and found["images"] > 0
+        assert found["latency"]["batch"] == 1 and found["latency"]["statistic"] == "p50_ms"
+        judged = [c for c in found["candidates"] if "drop_points" in c]
+        assert judged, found["candidates"]
+        for c in judged:
+            assert c["drop_points"] == pytest.approx(100 * (found["float_top1"] - c["top1"]))
+            assert c["within_budget"] == (c["drop_points"] <= 50.0)
+        winner = next(c for c in judged if c["recipe"] == found["recipe"])
+        assert winner["within_budget"] and found["drop_points"] == winner["drop_points"]
+        assert winner["p50_ms"] == min(c["p50_ms"] for c in judged if c["within_budget"])
+        assert found["settings"] == winner["settings"]
+        # the published file is the winning candidate
+        assert entry["sha256"] == sha256(out / entry["file"])
+        assert entry["size_bytes"] == winner["size_bytes"]
+
+
+def test_impossible_budget_fails_in_one_line_and_writes_nothing(vit_run, tmp_path):
+    out = tmp_path / "export"
+    # a drop is 100 * (float - int8) >= -100 points: -100.5 cannot be met
+    with pytest.raises(UsageError) as error:
+        export_run(
+            vit_run, "tflite-int8", calib_samples=CALIB_SAMPLES, max_accuracy_drop=-100.5, out=out
+        )
+    message = str(error.value)
+    assert "\n" not in message
+    assert "--max-accuracy-drop -100.5" in message and "smallest drop" in message
+    assert not out.exists()
+
+
+def test_command_exits_2_for_an_impossible_budget(vit_run, tmp_path, capsys):
+    from toolkit.cli import main
+
+    out = tmp_path / "export"
+    argv = ["export", str(vit_run), "--format", "onnx-int8", "--max-accuracy-drop", "-100.5"]
+    code = main([*argv, "--calib-samples", str(CALIB_SAMPLES), "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "onnx-int8" in err
+    assert "Traceback" not in err and not out.exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_non_finite_budget_is_a_usage_error(vit_run, tmp_path, value):
+    with pytest.raises(UsageError, match="finite"):
+        export_run(vit_run, "tflite-int8", max_accuracy_drop=float(value), out=tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+
+
+def test_command_prints_the_winning_recipe(vit_run, tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(
+        [str(vit_run), "--format", "tflite-int8", "--max-accuracy-drop", "100"]
+        + ["--calib-samples", str(CALIB_SAMPLES), "--out", str(tmp_path / "e")]
+    )
+    assert run_command(args) == 0
+    printed = capsys.readouterr().out
+    assert "tflite-int8: recipe " in printed and "recipes tried" in printed
+
+
+@pytest.mark.parametrize("count", [500, 509, 32, 64, 7])
+def test_calibration_batches_all_have_one_size(count):
+    images = np.zeros((count, 2, 2, 3), np.float32)
+    reader = ImageReader(images)
+    sizes = []
+    while (batch := reader.get_next()) is not None:
+        sizes.append(len(batch["image"]))
+    assert sum(sizes) == count and len(set(sizes)) == 1 and sizes[0] <= 32
