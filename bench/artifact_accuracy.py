@@ -18,14 +18,11 @@ import numpy as np
 from toolkit.data import load_data
 from toolkit.errors import UsageError
 from toolkit.runfolder import MODEL_FILE, open_run
-from toolkit.runtimes import open_artifact
+from toolkit.runtimes import open_artifact, run_in_chunks
 
 
 def _logits(path: Path, images: np.ndarray, batch: int) -> np.ndarray:
-    session = open_artifact(path)
-    return np.concatenate(
-        [session.run(images[i : i + batch]) for i in range(0, len(images), batch)]
-    )
+    return run_in_chunks(open_artifact(path).run, images, batch)
 
 
 def test_split(run_dir: Path, data_spec: str | None = None) -> tuple[np.ndarray, np.ndarray]:

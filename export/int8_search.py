@@ -23,8 +23,8 @@ from export.onnx_int8 import OnnxRecipe, onnx_int8_bytes
 from export.source import ExportSource
 from export.tflite import INT8, Recipe, tflite_bytes
 from toolkit.data import load_data
-from toolkit.errors import UsageError
-from toolkit.runtimes import open_artifact
+from toolkit.errors import UsageError, first_line
+from toolkit.runtimes import open_artifact, run_in_chunks
 from toolkit.runtimes.base import RuntimeOptions
 
 EVAL_BATCH = 64
@@ -101,8 +101,7 @@ def validation_split(src: ExportSource) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _predict(run: Callable[[np.ndarray], np.ndarray], images: np.ndarray) -> np.ndarray:
-    chunks = [run(images[i : i + EVAL_BATCH]) for i in range(0, len(images), EVAL_BATCH)]
-    return np.concatenate(chunks).argmax(axis=1)
+    return run_in_chunks(run, images, EVAL_BATCH).argmax(axis=1)
 
 
 def float_top1(src: ExportSource) -> float:
@@ -152,8 +151,7 @@ def search(
             file.write_bytes(space.build(src, recipe, name))
             row.update(_judge(file, space.runtime, src, protocol))
         except Exception as exc:  # noqa: BLE001  (a recipe the converter rejects is skipped)
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            row["error"] = f"{type(exc).__name__}: {first[:200]}"
+            row["error"] = f"{type(exc).__name__}: {first_line(exc)[:200]}"
         else:
             row["drop_points"] = 100.0 * (reference - row["top1"])
             row["size_bytes"] = file.stat().st_size

@@ -15,6 +15,7 @@ from export.errors import ExportError
 from export.oplist import STANDARD_ONNX_DOMAINS, forbidden_ops, onnx_ops
 from export.signature import INPUT_NAME, OUTPUT_NAME, serving_function
 from export.source import ExportSource
+from toolkit.errors import first_line
 from toolkit.native_logs import captured_native_stderr
 
 MIN_OPSET = 17
@@ -86,7 +87,7 @@ def check_onnx(model: onnx.ModelProto, fmt: str) -> None:
     try:
         onnx.checker.check_model(model, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise ExportError(f"{fmt}: the ONNX checker rejects the graph ({first})") from exc
 
 

@@ -21,7 +21,7 @@ from export.onnx import MAX_OPSET, MIN_OPSET
 from export.source import ExportSource, open_source
 from export.validate import RUNTIMES
 from toolkit import atomic
-from toolkit.errors import UsageError
+from toolkit.errors import UsageError, first_line
 from toolkit.runfolder import open_run
 
 EXPORT_DIR = "export"
@@ -112,7 +112,7 @@ def _export_one(src: ExportSource, fmt: Format, out: Path, budget: float | None 
         except ExportError as exc:
             raise ExportError(f"{exc}; {target} was not changed") from exc
         except Exception as exc:  # noqa: BLE001  (any converter failure: keep the old artifact)
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = first_line(exc)
             raise ExportError(
                 f"{fmt.name}: conversion failed ({type(exc).__name__}: {first}); "
                 f"{target} was not changed"

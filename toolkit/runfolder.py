@@ -9,7 +9,7 @@ from pathlib import Path
 
 import keras
 
-from toolkit.errors import UsageError
+from toolkit.errors import UsageError, first_line
 
 MODEL_FILE = "model.keras"
 CONFIG_FILE = "config.json"
@@ -46,7 +46,7 @@ def load_keras_model(path: Path) -> keras.Model:
     try:
         return keras.saving.load_model(path, safe_mode=True, compile=False)
     except Exception as exc:  # noqa: BLE001  (any loader failure means the file is unusable)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise UsageError(f"{path} could not be loaded ({first}): retrain it") from exc
 
 

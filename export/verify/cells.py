@@ -10,6 +10,7 @@ import numpy as np
 from export.verify.metrics import compare
 from export.verify.quantscale import output_scale
 from export.verify.tolerance import Tolerances, judge
+from toolkit.errors import first_line
 from toolkit.runtimes import RUNTIMES, RuntimeUnavailable, Session, open_artifact
 
 PASS, FAIL, UNAVAILABLE, NOT_APPLICABLE, ERROR = "pass", "fail", "unavailable", "n/a", "error"
@@ -66,7 +67,7 @@ def run_cell(
         metrics = compare(y, expected)
         metrics["output_scale"] = output_scale(path, session)
     except Exception as exc:  # noqa: BLE001  (a runtime failure is that cell's error)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         return cell(base, runtime, precision, artifact, ERROR, reason=first)
     scale = metrics["output_scale"]
     if scale and metrics["max_abs"] is not None:

@@ -17,9 +17,9 @@ from export.verify.modelrules import FORMAT_RULES, judge_model
 from export.verify.oplevel import check_runtimes
 from export.verify.tolerance import DEFAULT_TOLERANCES, Tolerances
 from toolkit.data import load_data
-from toolkit.errors import UsageError
+from toolkit.errors import UsageError, first_line
 from toolkit.runfolder import MODEL_FILE, Run
-from toolkit.runtimes import RUNTIMES
+from toolkit.runtimes import RUNTIMES, run_in_chunks
 
 CHUNK = 256  # images per runtime call: bounds activation memory on big test splits
 
@@ -54,12 +54,6 @@ def test_images(run: Run, samples: int | None) -> tuple[np.ndarray, np.ndarray, 
     return data.x_test[:count].astype(np.float32), data.y_test[:count], spec
 
 
-def run_chunked(session, images: np.ndarray) -> np.ndarray:
-    """session.run over CHUNK-sized slices, concatenated."""
-    parts = [session.run(images[i : i + CHUNK]) for i in range(0, len(images), CHUNK)]
-    return np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
-
-
 def verify_models(
     run: Run,
     runtimes: Iterable[str] | None = None,
@@ -79,7 +73,7 @@ def verify_models(
     if isinstance(reference_session, str):
         raise UsageError(f"the Keras reference cannot run: {reference_session}")
     check_labels_fit(labels, manifest)
-    reference = run_chunked(reference_session, images)
+    reference = run_in_chunks(reference_session.run, images, CHUNK)
     reference_accuracy = float(np.mean(np.argmax(reference, axis=1) == labels))
     cells = []
     for fmt, entry in manifest["artifacts"].items():
@@ -131,10 +125,10 @@ def _model_cell(
         session = open_session(path, runtime)
         if isinstance(session, str):
             return cell(base, runtime, precision, fmt, UNAVAILABLE, reason=session)
-        logits = run_chunked(session, images)
+        logits = run_in_chunks(session.run, images, CHUNK)
         metrics = compare_logits(logits, reference, labels)
     except Exception as exc:  # noqa: BLE001  (a runtime failure is that cell's error)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         return cell(base, runtime, precision, fmt, ERROR, reason=first)
     if rule is None:
         return cell(base, runtime, precision, fmt, PASS, reason="no rule for this format")

@@ -22,7 +22,7 @@ from export.verify.cases import (
 from export.verify.cells import ERROR, NOT_APPLICABLE, cell, run_cell, summarize
 from export.verify.opexport import OP_ARTIFACTS, PRECISIONS, OpExport, artifact_for
 from export.verify.tolerance import DEFAULT_TOLERANCES, Tolerances
-from toolkit.errors import UsageError
+from toolkit.errors import UsageError, first_line
 from toolkit.runtimes import RUNTIMES, get_runtime
 
 BATCH = 2  # samples per verified call: a dynamic batch > 1
@@ -190,5 +190,5 @@ def _write(op: OpExport, name: str, folder: Path) -> Path | str:
 
 
 def _line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+    name = type(exc).__name__
+    return f"{name}: {first_line(exc)}" if str(exc).strip() else name

@@ -14,7 +14,7 @@ from export.verify.modelrules import rationale as model_rationale
 from export.verify.oplevel import check_ops, check_runtimes, verify_ops
 from export.verify.quiet import quiet_tensorflow
 from export.verify.tolerance import DEFAULT_TOLERANCES, Tolerances
-from toolkit.errors import UsageError
+from toolkit.errors import UsageError, first_line
 from toolkit.runfolder import open_run
 from toolkit.versions import versions
 
@@ -80,5 +80,5 @@ def _attribution(run, manifest: dict, images) -> dict:
     except UsageError:
         raise
     except Exception as exc:  # noqa: BLE001  (the debugger is TF-internal; report, go on)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         return {"error": f"QuantizationDebugger failed ({type(exc).__name__}: {first})"}

@@ -5,13 +5,14 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from toolkit.errors import UsageError
+from toolkit.errors import UsageError, first_line
 from toolkit.runtimes.base import (
     Runtime,
     RuntimeOptions,
     RuntimeUnavailable,
     Session,
     TensorSpec,
+    run_in_chunks,
 )
 from toolkit.runtimes.keras_runtime import open_keras
 from toolkit.runtimes.litert import litert_unavailable, open_litert
@@ -47,6 +48,7 @@ __all__ = [
     "TensorSpec",
     "get_runtime",
     "open_artifact",
+    "run_in_chunks",
 ]
 
 
@@ -57,11 +59,6 @@ def get_runtime(name: str) -> Runtime:
     close = difflib.get_close_matches(name, RUNTIMES, n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
     raise UsageError(f"unknown runtime '{name}': {hint}choose one of {', '.join(RUNTIMES)}")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _check_file(path: Path) -> str:
@@ -104,6 +101,6 @@ def open_artifact(
         raise
     except Exception as exc:  # noqa: BLE001  (any loader failure means the file is unusable)
         raise UsageError(
-            f"{path} could not be loaded by {entry.name} ({_first_line(exc)}): the file is "
+            f"{path} could not be loaded by {entry.name} ({first_line(exc)}): the file is "
             f"corrupt or not a {suffix} model; export it again"
         ) from exc

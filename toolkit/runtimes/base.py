@@ -114,6 +114,14 @@ def run_images(
     return to_logits(np.concatenate(chunks), output_spec)
 
 
+def run_in_chunks(
+    run: Callable[[np.ndarray], np.ndarray], images: np.ndarray, chunk: int
+) -> np.ndarray:
+    """`run` over `chunk`-sized slices of `images`, concatenated: bounds activation memory."""
+    parts = [run(images[i : i + chunk]) for i in range(0, len(images), chunk)]
+    return np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
+
+
 def only(items: Sequence[T], what: str, path: Path) -> T:
     """The single input or output of a model; image classifiers here have exactly one."""
     if len(items) != 1:
