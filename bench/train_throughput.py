@@ -44,6 +44,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bench import keras_io_port as port  # noqa: E402
+from bench.machine import cpu_model  # noqa: E402
 from toolkit.models import build_model, channel_stats, get_preset  # noqa: E402
 from toolkit.training.schedule import WarmupCosine  # noqa: E402
 from toolkit.versions import versions  # noqa: E402
@@ -343,16 +344,8 @@ def _onednn_enabled() -> bool | None:
 
 
 def machine() -> dict:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        cpu = platform.processor() or "unknown"
     return {
-        "cpu": cpu,
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),
