@@ -30,6 +30,7 @@ from toolkit.runtimes.base import RuntimeOptions
 EVAL_BATCH = 64
 SEARCH_PROTOCOL = Protocol(warmup=5, runs=300, seconds=1.0)
 THREADS = os.cpu_count() or 1  # as `toolkit bench` by default
+LATENCY_TIE = 0.05  # p50s this close count as equal when choosing among candidates
 
 _B1 = dict(optimize=True, int8=True, int8_io=True, batch=1)
 _ATTENTION_OPS = ("BATCH_MATMUL", "SOFTMAX", "DIV")  # activation x activation matmuls, LSA mask
@@ -55,6 +56,7 @@ ONNX_RECIPES: dict[str, OnnxRecipe] = {
     "qdq-matmul-conv-minmax": OnnxRecipe(op_types=_MATMUL_CONV),
     "qdq-matmul-conv-unfused-minmax": OnnxRecipe(**_UNFUSED),
     "qdq-matmul-conv-unfused-per-tensor-minmax": OnnxRecipe(**_UNFUSED, per_channel=False),
+    "qdq-matmul-conv-unfused-reduce-range-minmax": OnnxRecipe(**_UNFUSED, reduce_range=True),
     "qdq-matmul-conv-unfused-percentile": OnnxRecipe(**_UNFUSED, method="percentile"),
     "qdq-matmul-conv-unfused-entropy": OnnxRecipe(**_UNFUSED, method="entropy"),
 }
@@ -104,22 +106,29 @@ def _predict(run: Callable[[np.ndarray], np.ndarray], images: np.ndarray) -> np.
     return run_in_chunks(run, images, EVAL_BATCH).argmax(axis=1)
 
 
+def float_predictions(src: ExportSource) -> np.ndarray:
+    """Top-1 classes of the Keras float model on the validation split."""
+    images, _ = validation_split(src)
+    predict = lambda x: np.asarray(src.model(x, training=False))  # noqa: E731
+    return src.memo("float_predictions", lambda: _predict(predict, images))
+
+
 def float_top1(src: ExportSource) -> float:
     """Top-1 of the Keras float model on the validation split."""
-    images, labels = validation_split(src)
-    predict = lambda x: np.asarray(src.model(x, training=False))  # noqa: E731
-    return src.memo("float_top1", lambda: float(np.mean(_predict(predict, images) == labels)))
+    return float(np.mean(float_predictions(src) == validation_split(src)[1]))
 
 
 def _judge(path: Path, runtime: str, src: ExportSource, protocol: Protocol) -> dict:
-    """Top-1 on the validation split and batch-1 latency of one artifact file."""
+    """Top-1 and agreement with the float model's classes on the validation split, and batch-1
+    latency, of one artifact file."""
     images, labels = validation_split(src)
     session = open_artifact(path, runtime, RuntimeOptions(threads=THREADS))
-    top1 = float(np.mean(_predict(session.run, images) == labels))
+    predictions = _predict(session.run, images)
     one = images[:1]
     stats = summarize(time_calls(lambda: session.run(one), protocol), batch=1)
     return {
-        "top1": top1,
+        "top1": float(np.mean(predictions == labels)),
+        "agreement": float(np.mean(predictions == float_predictions(src))),
         "p50_ms": round(stats.p50_ms, 4),
         "latency_spread": round(stats.spread, 3),
     }
@@ -178,15 +187,22 @@ def search(
         "settings": best["settings"],
         "top1": best["top1"],
         "drop_points": best["drop_points"],
+        "agreement": best["agreement"],
         "p50_ms": best["p50_ms"],
         "candidates": candidates,
     }
 
 
-def choose(candidates: list[dict]) -> dict | None:
-    """The candidate with the lowest p50 among those within the budget; None if there is none."""
+def choose(candidates: list[dict], tie: float = LATENCY_TIE) -> dict | None:
+    """Among the candidates within the budget, those whose p50 is within `tie` of the fastest
+    count as equally fast (run-to-run noise is of that size); of them the one that agrees most
+    with the float model wins, then the faster. None if no candidate is within the budget."""
     fits = [c for c in candidates if c.get("within_budget")]
-    return min(fits, key=lambda c: c["p50_ms"]) if fits else None
+    if not fits:
+        return None
+    fastest = min(c["p50_ms"] for c in fits)
+    tied = [c for c in fits if c["p50_ms"] <= fastest * (1.0 + tie)]
+    return max(tied, key=lambda c: (c.get("agreement", 0.0), -c["p50_ms"]))
 
 
 def _settings(recipe: object) -> dict:

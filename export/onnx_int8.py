@@ -40,6 +40,8 @@ class OnnxRecipe:
     op_types: tuple[str, ...] | None = None  # ONNX op types to quantize; None: every one ORT can
     exclude_op_types: tuple[str, ...] = ()  # nodes of these op types stay float
     optimize_first: bool = True  # ORT graph fusions before quantizing (fuses MatMul+Add to Gemm)
+    # 7-bit weights: x86 CPUs without VNNI multiply u8 x s8 pairs into int16 sums that saturate
+    reduce_range: bool = False
 
 
 QDQ = OnnxRecipe()  # the `onnx-int8` format without a search
@@ -96,6 +98,7 @@ def quantize_qdq(
             quant_format=QuantFormat.QDQ,
             op_types_to_quantize=list(recipe.op_types) if recipe.op_types else None,
             per_channel=recipe.per_channel,
+            reduce_range=recipe.reduce_range,
             activation_type=QuantType.QInt8,
             weight_type=QuantType.QInt8,
             nodes_to_exclude=excluded or None,

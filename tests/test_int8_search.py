@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 import pytest
 from ai_edge_litert.interpreter import Interpreter
+from onnx import numpy_helper
 
 import export.int8_search as int8_search
 from bench.latency import Protocol
@@ -125,6 +126,13 @@ def test_every_onnx_recipe_builds_a_runnable_standard_artifact(name, vit_run, tm
     assert with_int8_weights & {"MatMul", "Conv"}
     if recipe.op_types is not None:
         assert with_int8_weights <= set(recipe.op_types)
+    stored = [
+        numpy_helper.to_array(i)
+        for i in model.graph.initializer
+        if i.data_type == onnx.TensorProto.INT8 and i.dims
+    ]
+    widest = max(int(np.abs(w.astype(np.int32)).max()) for w in stored)
+    assert widest <= 64 if recipe.reduce_range else widest > 64  # 7-bit weights or full 8
 
 
 def test_choose_takes_the_fastest_within_budget():
@@ -136,6 +144,16 @@ def test_choose_takes_the_fastest_within_budget():
     ]
     assert choose(rows)["recipe"] == "c"
     assert choose([r for r in rows if r["recipe"] in "bd"]) is None
+
+
+def test_choose_breaks_a_latency_tie_by_agreement_with_float():
+    rows = [
+        {"recipe": "lucky", "within_budget": True, "p50_ms": 2.00, "agreement": 0.94},
+        {"recipe": "faithful", "within_budget": True, "p50_ms": 2.08, "agreement": 0.99},
+        {"recipe": "slow", "within_budget": True, "p50_ms": 2.50, "agreement": 1.00},
+    ]
+    assert choose(rows, tie=0.05)["recipe"] == "faithful"  # 4% slower: within the tie
+    assert choose(rows, tie=0.0)["recipe"] == "lucky"
 
 
 def test_only_the_int8_formats_take_the_budget():
@@ -172,7 +190,10 @@ def test_search_keeps_the_fastest_recipe_within_budget(tiny_run, tmp_path):
             assert c["within_budget"] == (c["drop_points"] <= 50.0)
         winner = next(c for c in judged if c["recipe"] == found["recipe"])
         assert winner["within_budget"] and found["drop_points"] == winner["drop_points"]
-        assert winner["p50_ms"] == min(c["p50_ms"] for c in judged if c["within_budget"])
+        assert winner == choose(judged) and found["agreement"] == winner["agreement"]
+        assert 0.0 <= winner["agreement"] <= 1.0
+        fastest = min(c["p50_ms"] for c in judged if c["within_budget"])
+        assert winner["p50_ms"] <= fastest * (1 + int8_search.LATENCY_TIE)
         assert found["settings"] == winner["settings"]
         # the published file is the winning candidate
         assert entry["sha256"] == sha256(out / entry["file"])

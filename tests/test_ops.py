@@ -111,9 +111,10 @@ def test_reference_partial_shift_by_hand():
         ((1, 4, 4, 8), 12, 1),  # g = 0: identity
     ],
 )
-def test_partial_shift_bit_exact(shape, num_div, shift_pixel):
+@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+def test_partial_shift_bit_exact(shape, num_div, shift_pixel, training):
     x = rng().standard_normal(shape).astype("float32")
-    got = to_np(PartialShift(num_div, shift_pixel)(x))
+    got = to_np(PartialShift(num_div, shift_pixel)(x, training=training))
     np.testing.assert_array_equal(got, reference_partial_shift(x, num_div, shift_pixel))
 
 
@@ -124,12 +125,13 @@ def test_partial_shift_dynamic_batch_graph():
         np.testing.assert_array_equal(to_np(model(x)), reference_partial_shift(x, 12, 2))
 
 
-def test_partial_shift_gradient_moves_back():
+@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+def test_partial_shift_gradient_moves_back(training):
     x = tf.constant(rng(8).standard_normal((2, 6, 7, 30)).astype("float32"))
     upstream = rng(9).standard_normal((2, 6, 7, 30)).astype("float32")
     with tf.GradientTape() as tape:
         tape.watch(x)
-        y = PartialShift(12, 2)(x)
+        y = PartialShift(12, 2)(x, training=training)
     grad = to_np(tape.gradient(y, x, output_gradients=tf.constant(upstream)))
     # the shift is linear with a 0/1 matrix S: the gradient is S^T applied to the upstream
     basis = np.eye(6 * 7 * 30, dtype="float32").reshape(-1, 1, 6, 7, 30)

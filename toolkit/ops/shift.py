@@ -5,20 +5,21 @@ import numpy as np
 
 
 def _shift_axis(
-    group: keras.KerasTensor, axis: int, size: int | None, step: int
+    x: keras.KerasTensor, channels: slice, axis: int, size: int | None, step: int
 ) -> keras.KerasTensor:
-    """Move `group` by `step` along `axis` (negative: toward index 0) and zero-fill the gap."""
+    """Move x[..., channels] by `step` along `axis` (negative: toward index 0), zero-filling the
+    gap; one strided slice takes the channels and the pixels that stay."""
+    index = [slice(None), slice(None), slice(None), channels]
     if size is not None and abs(step) >= size:
-        return keras.ops.zeros_like(group)
+        return keras.ops.zeros_like(x[tuple(index)])
     pads = [[0, 0]] * 4
-    index = [slice(None)] * 4
     if step < 0:  # out[i] = x[i + s]: drop the first s, zeros enter at the end
         index[axis] = slice(-step, None)
         pads[axis] = [0, -step]
     else:  # out[i] = x[i - s]: drop the last s, zeros enter at the start
         index[axis] = slice(None, -step)
         pads[axis] = [step, 0]
-    return keras.ops.pad(group[tuple(index)], pads)
+    return keras.ops.pad(x[tuple(index)], pads)
 
 
 @keras.saving.register_keras_serializable(package="toolkit")
@@ -37,11 +38,14 @@ class PartialShift(keras.layers.Layer):
         self.num_div = num_div
         self.shift_pixel = shift_pixel
 
-    def call(self, x: keras.KerasTensor) -> keras.KerasTensor:
-        """Apply the four shifts to one channel split, with slices, zero pads and a concatenate.
+    def call(self, x: keras.KerasTensor, training: bool | None = None) -> keras.KerasTensor:
+        """Apply the four shifts with slices, zero pads and one concatenate.
 
-        One split rather than five channel slices: its gradient is a single concatenate, where
-        each slice's gradient is a full-size zero buffer summed with the others.
+        Inference (and so every export) cuts each group with one strided slice of channels and
+        pixels together: a channel split becomes SPLIT_V in TFLite, which XNNPACK does not take.
+        The training step splits the channels once instead: its gradient is a single
+        concatenate, where each slice's gradient is a full-size zero buffer summed with the
+        others. Both give the same values.
         """
         _, height, width, channels = x.shape
         g = channels // self.num_div
@@ -49,13 +53,21 @@ class PartialShift(keras.layers.Layer):
             return x
         s = self.shift_pixel
         bounds = [min(i * g, channels) for i in (1, 2, 3, 4)]  # num_div < 4: empty groups
-        left, right, up, down, rest = keras.ops.split(x, bounds, axis=-1)
-        parts = [
-            _shift_axis(left, 2, width, -s),
-            _shift_axis(right, 2, width, s),
-            _shift_axis(up, 1, height, -s),
-            _shift_axis(down, 1, height, s),
-        ]
+        moves = [(2, width, -s), (2, width, s), (1, height, -s), (1, height, s)]
+        if training:
+            groups = keras.ops.split(x, bounds, axis=-1)
+            parts = [
+                _shift_axis(grp, slice(None), *move)
+                for grp, move in zip(groups, moves, strict=False)
+            ]
+            rest = groups[4]
+        else:
+            starts = [0, *bounds[:3]]
+            parts = [
+                _shift_axis(x, slice(a, b), *move)
+                for a, b, move in zip(starts, bounds, moves, strict=True)
+            ]
+            rest = x[..., 4 * g :]
         if 4 * g < channels:
             parts.append(rest)
         return keras.ops.concatenate(parts, axis=-1)
