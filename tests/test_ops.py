@@ -10,6 +10,7 @@ from layer_checks import check_layer
 
 from toolkit.ops import (
     MLP,
+    Dropout,
     DropPath,
     LocalitySelfAttention,
     PartialShift,
@@ -36,6 +37,7 @@ LAYER_CASES = [
     (lambda: PatchConv2D(8, 4), (2, 12, 12, 3), (2, 3, 3, 8)),
     (lambda: PatchConv2D(6, 2, padding="valid", use_bias=False), (2, 7, 5, 4), (2, 3, 2, 6)),
     (lambda: DropPath(0.1, seed=3), (2, 8, 8, 4), (2, 8, 8, 4)),
+    (lambda: Dropout(0.2, seed=3), (2, 5, 7), (2, 5, 7)),
     (lambda: MLP([128, 64], 0.1), (2, 10, 32), (2, 10, 64)),
     (lambda: MLP([64, 32], 0.2, activate_last=False), (2, 5, 5, 32), (2, 5, 5, 32)),
 ]
@@ -395,6 +397,30 @@ def test_drop_path_training_drops_whole_samples():
     assert np.all(kept | dropped)
     np.testing.assert_allclose(out[kept], x[kept] / (1 - rate), rtol=1e-6)
     assert abs(kept.mean() - (1 - rate)) < 0.03
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["tf-kernels", "xla"])
+def test_dropout_drops_elements_at_its_rate_and_scales_the_rest(jit):
+    rate, shape = 0.2, (50, 100, 40)  # 200k elements: the kept share is within 0.005 (5 sigma)
+    x = tf.constant(rng(10).uniform(1.0, 2.0, shape).astype("float32"))  # nonzero everywhere
+    layer = Dropout(rate, seed=4)
+    step = tf.function(lambda v: layer(v, training=True), jit_compile=jit)
+    out = step(x).numpy()
+    kept = out != 0
+    assert abs(kept.mean() - (1 - rate)) < 0.005
+    np.testing.assert_allclose(out[kept], x.numpy()[kept] / (1 - rate), rtol=1e-6)
+    assert not np.array_equal(step(x).numpy() != 0, kept)  # a new mask every call
+    np.testing.assert_array_equal(to_np(layer(x)), x.numpy())  # inference: identity
+    np.testing.assert_array_equal(to_np(layer(x, training=False)), x.numpy())
+
+
+def test_dropout_gradient_is_the_scaled_mask():
+    x = tf.constant(rng(11).uniform(1.0, 2.0, (20, 30)).astype("float32"))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = Dropout(0.5, seed=5)(x, training=True)
+    grad = tape.gradient(y, x).numpy()
+    np.testing.assert_array_equal(grad, np.where(y.numpy() != 0, 2.0, 0.0))
 
 
 def test_mlp_structure_and_values():

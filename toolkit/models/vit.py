@@ -11,7 +11,13 @@ from keras import layers
 
 from toolkit.models.position import PositionEmbedding
 from toolkit.models.presets import ViTArch
-from toolkit.ops import MLP, LocalitySelfAttention, SelfAttention, ShiftedPatchTokenization
+from toolkit.ops import (
+    MLP,
+    Dropout,
+    LocalitySelfAttention,
+    SelfAttention,
+    ShiftedPatchTokenization,
+)
 
 
 def _transformer_block(x, arch: ViTArch, name: str):
@@ -51,7 +57,7 @@ def build_vit(
         x = _transformer_block(x, arch, name=f"block{i}")
     x = layers.LayerNormalization(epsilon=arch.epsilon, name="head_norm")(x)
     x = layers.Flatten(name="flatten")(x)
-    x = layers.Dropout(arch.head_dropout, name="head_dropout")(x)
+    x = Dropout(arch.head_dropout, name="head_dropout")(x)
     x = MLP(list(arch.head_units), dropout=arch.head_dropout, name="head_mlp")(x)
     outputs = layers.Dense(num_classes, dtype="float32", name="logits")(x)
     name = "vit_lsa" if arch.lsa else "vit"

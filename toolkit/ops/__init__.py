@@ -6,6 +6,7 @@ from toolkit.ops.attention import (
     mask_diagonal_softmax,
     reference_self_attention,
 )
+from toolkit.ops.dropout import Dropout
 from toolkit.ops.droppath import DropPath
 from toolkit.ops.gelu import gelu
 from toolkit.ops.mlp import MLP
@@ -22,6 +23,7 @@ from toolkit.ops.shift import PartialShift, reference_partial_shift
 __all__ = [
     "MLP",
     "DropPath",
+    "Dropout",
     "LocalitySelfAttention",
     "PartialShift",
     "PatchConv2D",

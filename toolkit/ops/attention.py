@@ -9,6 +9,8 @@ import math
 import keras
 import numpy as np
 
+from toolkit.ops.dropout import Dropout
+
 
 def mask_diagonal_softmax(scores: keras.KerasTensor, eye: keras.KerasTensor) -> keras.KerasTensor:
     """Softmax over each row without its diagonal entry: the same weights as a -inf mask.
@@ -57,7 +59,7 @@ class SelfAttention(keras.layers.Layer):
         self.key_dense = keras.layers.Dense(width, dtype=self.dtype_policy, name="key")
         self.value_dense = keras.layers.Dense(width, dtype=self.dtype_policy, name="value")
         self.output_dense = None  # width of the input, known in build()
-        self.attention_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.attention_dropout = Dropout(dropout, dtype=self.dtype_policy)
         self.tau = None
 
     def build(self, input_shape: tuple) -> None:

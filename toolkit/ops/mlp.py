@@ -2,6 +2,7 @@
 
 import keras
 
+from toolkit.ops.dropout import Dropout
 from toolkit.ops.gelu import gelu
 
 
@@ -30,7 +31,7 @@ class MLP(keras.layers.Layer):
             for i, u in enumerate(self.units)
         ]
         self.dropout_layers = [
-            keras.layers.Dropout(dropout, dtype=self.dtype_policy, name=f"dropout_{i}")
+            Dropout(dropout, dtype=self.dtype_policy, name=f"dropout_{i}")
             for i in range(len(self.units))
         ]
 
