@@ -2,19 +2,13 @@
 
 import keras
 
+from toolkit.ops.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="toolkit")
-class DropPath(keras.layers.Layer):
+class DropPath(Dropout):
     """Per-sample stochastic depth: keep with prob 1-rate and scale by 1/(1-rate); identity
-    at inference."""
-
-    def __init__(self, rate: float, seed: int | None = None, **kwargs) -> None:
-        super().__init__(**kwargs)
-        if not 0.0 <= rate < 1.0:
-            raise ValueError(f"rate must be in [0, 1), got {rate}")
-        self.rate = rate
-        self.seed = seed
-        self.seed_generator = keras.random.SeedGenerator(seed)
+    at inference. Dropout's arguments, one draw per sample instead of per element."""
 
     def call(self, x: keras.KerasTensor, training: bool | None = None) -> keras.KerasTensor:
         """Zero whole samples at random when training."""
@@ -25,11 +19,3 @@ class DropPath(keras.layers.Layer):
         noise = keras.random.uniform(shape, seed=self.seed_generator, dtype=x.dtype)
         mask = keras.ops.cast(noise < keep, x.dtype)
         return x * (mask / keep)
-
-    def compute_output_shape(self, input_shape: tuple) -> tuple:
-        """Same shape as the input."""
-        return tuple(input_shape)
-
-    def get_config(self) -> dict:
-        """Constructor arguments only."""
-        return {**super().get_config(), "rate": self.rate, "seed": self.seed}
