@@ -120,8 +120,9 @@ def test_partial_shift_bit_exact(shape, num_div, shift_pixel, training):
     np.testing.assert_array_equal(got, reference_partial_shift(x, num_div, shift_pixel))
 
 
-def test_partial_shift_dynamic_batch_graph():
-    model = keras.Sequential([keras.Input((7, 9, 50)), PartialShift(12, 2)])
+@pytest.mark.parametrize("spatial", [(7, 9), (None, None)], ids=["static", "dynamic"])
+def test_partial_shift_dynamic_batch_graph(spatial):
+    model = keras.Sequential([keras.Input((*spatial, 50)), PartialShift(12, 2)])
     for batch in (1, 3):
         x = rng(batch).standard_normal((batch, 7, 9, 50)).astype("float32")
         np.testing.assert_array_equal(to_np(model(x)), reference_partial_shift(x, 12, 2))

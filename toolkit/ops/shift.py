@@ -5,21 +5,20 @@ import numpy as np
 
 
 def _shift_axis(
-    x: keras.KerasTensor, channels: slice, axis: int, size: int | None, step: int
+    group: keras.KerasTensor, axis: int, size: int | None, step: int
 ) -> keras.KerasTensor:
-    """Move x[..., channels] by `step` along `axis` (negative: toward index 0), zero-filling the
-    gap; one strided slice takes the channels and the pixels that stay."""
-    index = [slice(None), slice(None), slice(None), channels]
+    """Move `group` by `step` along `axis` (negative: toward index 0) and zero-fill the gap."""
     if size is not None and abs(step) >= size:
-        return keras.ops.zeros_like(x[tuple(index)])
+        return keras.ops.zeros_like(group)
     pads = [[0, 0]] * 4
+    index = [slice(None)] * 4
     if step < 0:  # out[i] = x[i + s]: drop the first s, zeros enter at the end
         index[axis] = slice(-step, None)
         pads[axis] = [0, -step]
     else:  # out[i] = x[i - s]: drop the last s, zeros enter at the start
         index[axis] = slice(None, -step)
         pads[axis] = [step, 0]
-    return keras.ops.pad(x[tuple(index)], pads)
+    return keras.ops.pad(group[tuple(index)], pads)
 
 
 @keras.saving.register_keras_serializable(package="toolkit")
@@ -41,8 +40,9 @@ class PartialShift(keras.layers.Layer):
     def call(self, x: keras.KerasTensor, training: bool | None = None) -> keras.KerasTensor:
         """Apply the four shifts with slices, zero pads and one concatenate.
 
-        Inference (and so every export) cuts each group with one strided slice of channels and
-        pixels together: a channel split becomes SPLIT_V in TFLite, which XNNPACK does not take.
+        Inference (and so every export) pads once and cuts each group as one strided window of
+        channels and pixels: no channel split, which becomes SPLIT_V in TFLite, which XNNPACK
+        does not take, and few ops, since each op costs a runtime dispatch at batch 1.
         The training step splits the channels once instead: its gradient is a single
         concatenate, where each slice's gradient is a full-size zero buffer summed with the
         others. Both give the same values.
@@ -53,19 +53,22 @@ class PartialShift(keras.layers.Layer):
             return x
         s = self.shift_pixel
         bounds = [min(i * g, channels) for i in (1, 2, 3, 4)]  # num_div < 4: empty groups
-        moves = [(2, width, -s), (2, width, s), (1, height, -s), (1, height, s)]
+        starts = [0, *bounds[:3]]
         if training:
             groups = keras.ops.split(x, bounds, axis=-1)
-            parts = [
-                _shift_axis(grp, slice(None), *move)
-                for grp, move in zip(groups, moves, strict=False)
-            ]
+            moves = [(2, width, -s), (2, width, s), (1, height, -s), (1, height, s)]
+            parts = [_shift_axis(grp, *move) for grp, move in zip(groups, moves, strict=False)]
             rest = groups[4]
-        else:
-            starts = [0, *bounds[:3]]
+        else:  # one zero pad; each group is a window of it, which past an edge reads the pad
+            padded = keras.ops.pad(x, [[0, 0], [s, s], [s, s], [0, 0]])
+            shape = keras.ops.shape(x)  # ints where static, else tensors
+            rows, cols = height or shape[1], width or shape[2]
+            # window origins in `padded`: left reads x[h, w + s], right x[h, w - s],
+            # up x[h + s, w], down x[h - s, w]
+            origins = [(s, 2 * s), (s, 0), (2 * s, s), (0, s)]
             parts = [
-                _shift_axis(x, slice(a, b), *move)
-                for a, b, move in zip(starts, bounds, moves, strict=True)
+                padded[:, r : r + rows, c : c + cols, a:b]
+                for (r, c), a, b in zip(origins, starts, bounds, strict=True)
             ]
             rest = x[..., 4 * g :]
         if 4 * g < channels:
