@@ -77,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
             searched.append(
                 f"{name}: recipe {found['recipe']}, top-1 drop {found['drop_points']:.2f} points "
                 f"(budget {found['max_accuracy_drop_points']:g}), p50 {found['p50_ms']:.2f} ms "
-                f"at batch 1 on {found['latency']['runtime']}, "
+                f"at batch 1 on {found['latency']['runtime']} "
+                f"({found['speedup_vs_fp32']:.2f}x its fp32's {found['fp32_p50_ms']:.2f} ms), "
                 f"{len(found['candidates'])} recipes tried"
             )
     widths = [max(len(r[i]) for r in rows) for i in range(4)]

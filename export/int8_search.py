@@ -19,9 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from bench.latency import Protocol, summarize, time_calls
+from export.onnx import fp32_onnx
 from export.onnx_int8 import OnnxRecipe, onnx_int8_bytes
 from export.source import ExportSource
-from export.tflite import INT8, Recipe, tflite_bytes
+from export.tflite import FP32, INT8, Recipe, tflite_bytes
 from toolkit.data import load_data
 from toolkit.errors import UsageError, first_line
 from toolkit.runtimes import open_artifact, run_in_chunks
@@ -59,24 +60,43 @@ ONNX_RECIPES: dict[str, OnnxRecipe] = {
     "qdq-matmul-conv-unfused-reduce-range-minmax": OnnxRecipe(**_UNFUSED, reduce_range=True),
     "qdq-matmul-conv-unfused-percentile": OnnxRecipe(**_UNFUSED, method="percentile"),
     "qdq-matmul-conv-unfused-entropy": OnnxRecipe(**_UNFUSED, method="entropy"),
+    # ORT's advice for transformers on CPU: int8 MatMuls on activations quantized per call
+    "dynamic-matmul-per-tensor": OnnxRecipe(
+        dynamic=True, op_types=("MatMul",), per_channel=False, optimize_first=False
+    ),
+    "dynamic-matmul-reduce-range": OnnxRecipe(
+        dynamic=True, op_types=("MatMul",), reduce_range=True, optimize_first=False
+    ),
 }
 
 
 @dataclass(frozen=True)
 class SearchSpace:
-    """The recipes of one format and how to build an artifact's bytes from one."""
+    """The recipes of one format, how to build an artifact's bytes from one, and the fp32
+    artifact of the same runtime whose latency the candidates are compared with."""
 
     recipes: dict[str, Recipe] | dict[str, OnnxRecipe]
     build: Callable[[ExportSource, object, str], bytes]
     suffix: str
     runtime: str
+    fp32: Callable[[ExportSource], bytes]
 
 
 SEARCHES: dict[str, SearchSpace] = {
     "tflite-int8": SearchSpace(
-        TFLITE_RECIPES, lambda src, recipe, _: tflite_bytes(src, recipe), ".tflite", "litert"
+        TFLITE_RECIPES,
+        lambda src, recipe, _: tflite_bytes(src, recipe),
+        ".tflite",
+        "litert",
+        lambda src: tflite_bytes(src, FP32),  # the `tflite` format
     ),
-    "onnx-int8": SearchSpace(ONNX_RECIPES, onnx_int8_bytes, ".onnx", "ort-cpu"),
+    "onnx-int8": SearchSpace(
+        ONNX_RECIPES,
+        onnx_int8_bytes,
+        ".onnx",
+        "ort-cpu",
+        lambda src: fp32_onnx(src).SerializeToString(),  # the `onnx` graph
+    ),
 }
 
 
@@ -118,19 +138,23 @@ def float_top1(src: ExportSource) -> float:
     return float(np.mean(float_predictions(src) == validation_split(src)[1]))
 
 
+def _latency(session, images: np.ndarray, protocol: Protocol) -> dict:
+    """Batch-1 p50 and spread of an open session on the first image."""
+    one = images[:1]
+    stats = summarize(time_calls(lambda: session.run(one), protocol), batch=1)
+    return {"p50_ms": round(stats.p50_ms, 4), "latency_spread": round(stats.spread, 3)}
+
+
 def _judge(path: Path, runtime: str, src: ExportSource, protocol: Protocol) -> dict:
     """Top-1 and agreement with the float model's classes on the validation split, and batch-1
     latency, of one artifact file."""
     images, labels = validation_split(src)
     session = open_artifact(path, runtime, RuntimeOptions(threads=THREADS))
     predictions = _predict(session.run, images)
-    one = images[:1]
-    stats = summarize(time_calls(lambda: session.run(one), protocol), batch=1)
     return {
         "top1": float(np.mean(predictions == labels)),
         "agreement": float(np.mean(predictions == float_predictions(src))),
-        "p50_ms": round(stats.p50_ms, 4),
-        "latency_spread": round(stats.spread, 3),
+        **_latency(session, images, protocol),
     }
 
 
@@ -151,6 +175,10 @@ def search(
     images = len(validation_split(src)[1])
     work = Path(src.scratch) / "int8-search" / fmt
     work.mkdir(parents=True, exist_ok=True)
+    fp32_file = work / f"fp32{space.suffix}"
+    fp32_file.write_bytes(space.fp32(src))
+    fp32_session = open_artifact(fp32_file, space.runtime, RuntimeOptions(threads=THREADS))
+    fp32_p50 = _latency(fp32_session, validation_split(src)[0], protocol)["p50_ms"]
     candidates: list[dict] = []
     for name, recipe in space.recipes.items():
         row: dict = {"recipe": name, "settings": _settings(recipe)}
@@ -165,6 +193,7 @@ def search(
             row["drop_points"] = 100.0 * (reference - row["top1"])
             row["size_bytes"] = file.stat().st_size
             row["within_budget"] = row["drop_points"] <= budget
+            row["speedup_vs_fp32"] = round(fp32_p50 / row["p50_ms"], 3)
         row["seconds"] = round(time.perf_counter() - start, 1)
         candidates.append(row)
     best = choose(candidates)
@@ -189,6 +218,8 @@ def search(
         "drop_points": best["drop_points"],
         "agreement": best["agreement"],
         "p50_ms": best["p50_ms"],
+        "fp32_p50_ms": fp32_p50,
+        "speedup_vs_fp32": best["speedup_vs_fp32"],
         "candidates": candidates,
     }
 

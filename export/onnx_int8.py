@@ -1,4 +1,5 @@
-"""int8 ONNX: onnxruntime static QDQ quantization (per-channel weights) on calibration images."""
+"""int8 ONNX: onnxruntime static QDQ quantization (per-channel weights) on calibration images,
+or dynamic quantization (int8 weights, activations quantized per call) for the search."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from onnxruntime.quantization import (
     CalibrationMethod,
     QuantFormat,
     QuantType,
+    quantize_dynamic,
     quantize_static,
 )
 from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -33,9 +35,10 @@ CALIBRATION_METHODS = {
 
 @dataclass(frozen=True)
 class OnnxRecipe:
-    """Settings of one static QDQ quantization of the fp32 graph."""
+    """Settings of one quantization of the fp32 graph: static QDQ (calibrated), or dynamic."""
 
-    method: str = "minmax"  # a key of CALIBRATION_METHODS
+    dynamic: bool = False  # int8 MatMulInteger on activations quantized per call; no calibration
+    method: str = "minmax"  # a key of CALIBRATION_METHODS (static only)
     per_channel: bool = True
     op_types: tuple[str, ...] | None = None  # ONNX op types to quantize; None: every one ORT can
     exclude_op_types: tuple[str, ...] = ()  # nodes of these op types stay float
@@ -65,14 +68,15 @@ class ImageReader(CalibrationDataReader):
         return None if batch is None else {INPUT_NAME: batch}
 
 
-def quantize_qdq(
+def quantize_int8(
     graph: onnx.ModelProto,
     calibration: np.ndarray,
     work: Path,
     quantized: Path,
     recipe: OnnxRecipe = QDQ,
 ) -> None:
-    """Static QDQ int8 of `graph` calibrated on images: shape inference, then `recipe`."""
+    """int8 of `graph` by `recipe`: shape inference, then static QDQ calibrated on the images,
+    or dynamic quantization."""
     fp32 = work / "fp32.onnx"
     prepared = work / ("prepared.onnx" if recipe.optimize_first else "prepared-unfused.onnx")
     if not prepared.exists():
@@ -88,6 +92,19 @@ def quantize_qdq(
     excluded = [
         n.name for n in onnx.load(str(prepared)).graph.node if n.op_type in recipe.exclude_op_types
     ]
+    op_types = list(recipe.op_types) if recipe.op_types else None
+    if recipe.dynamic:  # DynamicQuantizeLinear + MatMulInteger: standard ONNX ops
+        with captured_native_stderr():
+            quantize_dynamic(
+                str(prepared),
+                str(quantized),
+                op_types_to_quantize=op_types,
+                per_channel=recipe.per_channel,
+                reduce_range=recipe.reduce_range,
+                weight_type=QuantType.QInt8,
+                nodes_to_exclude=excluded or None,
+            )
+        return
     extra = {"CalibMaxIntermediateOutputs": 64} if recipe.method != "minmax" else {}
     # the histogram calibrators print progress on stdout: keep the command's output clean
     with captured_native_stderr(), contextlib.redirect_stdout(io.StringIO()):
@@ -96,7 +113,7 @@ def quantize_qdq(
             str(quantized),
             ImageReader(calibration),
             quant_format=QuantFormat.QDQ,
-            op_types_to_quantize=list(recipe.op_types) if recipe.op_types else None,
+            op_types_to_quantize=op_types,
             per_channel=recipe.per_channel,
             reduce_range=recipe.reduce_range,
             activation_type=QuantType.QInt8,
@@ -112,12 +129,12 @@ def onnx_int8_bytes(src: ExportSource, recipe: OnnxRecipe, name: str = "onnx-int
     work = Path(src.scratch) / "onnx-int8"
     work.mkdir(exist_ok=True)
     quantized = work / f"{name}.onnx"
-    quantize_qdq(fp32_onnx(src), src.calibration, work, quantized, recipe)
+    quantize_int8(fp32_onnx(src), src.calibration, work, quantized, recipe)
     out = work / f"{name}.final.onnx"
     save_onnx(onnx.load(str(quantized)), src, "onnx-int8", out)
     return out.read_bytes()
 
 
 def convert_onnx_int8(src: ExportSource, path: Path) -> None:
-    """Converter of `onnx-int8`: `quantize_qdq` of the fp32 graph, then metadata and save."""
+    """Converter of `onnx-int8`: static QDQ of the fp32 graph, then metadata and save."""
     path.write_bytes(onnx_int8_bytes(src, QDQ))

@@ -117,15 +117,21 @@ def test_every_onnx_recipe_builds_a_runnable_standard_artifact(name, vit_run, tm
     logits = open_artifact(path, "ort-cpu").run(np.full((2, 32, 32, 3), 128.0, np.float32))
     assert logits.shape == (2, 10) and np.all(np.isfinite(logits))
     weights = {i.name for i in model.graph.initializer}
-    int8_weights = {  # outputs of DequantizeLinear nodes of stored (int8) weights
-        n.output[0]
-        for n in model.graph.node
-        if n.op_type == "DequantizeLinear" and n.input[0] in weights
-    }
-    with_int8_weights = {n.op_type for n in model.graph.node if int8_weights & set(n.input)}
-    assert with_int8_weights & {"MatMul", "Conv"}
-    if recipe.op_types is not None:
-        assert with_int8_weights <= set(recipe.op_types)
+    ops = {n.op_type for n in model.graph.node}
+    if recipe.dynamic:  # int8 weights straight into MatMulInteger, activations quantized per call
+        assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops and "QuantizeLinear" not in ops
+        integer = [n for n in model.graph.node if n.op_type == "MatMulInteger"]
+        assert all(n.input[1] in weights for n in integer)
+    else:
+        int8_weights = {  # outputs of DequantizeLinear nodes of stored (int8) weights
+            n.output[0]
+            for n in model.graph.node
+            if n.op_type == "DequantizeLinear" and n.input[0] in weights
+        }
+        with_int8_weights = {n.op_type for n in model.graph.node if int8_weights & set(n.input)}
+        assert with_int8_weights & {"MatMul", "Conv"}
+        if recipe.op_types is not None:
+            assert with_int8_weights <= set(recipe.op_types)
     stored = [
         numpy_helper.to_array(i)
         for i in model.graph.initializer
@@ -192,6 +198,10 @@ def test_search_keeps_the_fastest_recipe_within_budget(tiny_run, tmp_path):
         assert winner["within_budget"] and found["drop_points"] == winner["drop_points"]
         assert winner == choose(judged) and found["agreement"] == winner["agreement"]
         assert 0.0 <= winner["agreement"] <= 1.0
+        assert found["fp32_p50_ms"] > 0
+        assert found["speedup_vs_fp32"] == pytest.approx(
+            found["fp32_p50_ms"] / winner["p50_ms"], abs=1e-3
+        )
         fastest = min(c["p50_ms"] for c in judged if c["within_budget"])
         assert winner["p50_ms"] <= fastest * (1 + int8_search.LATENCY_TIE)
         assert found["settings"] == winner["settings"]

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 
 from export.onnx import keras_to_onnx
-from export.onnx_int8 import quantize_qdq
+from export.onnx_int8 import quantize_int8
 from export.pipeline import DEFAULT_OPSET
 from export.source import ExportSource
 from export.tflite import FP32, INT8, convert_tflite
@@ -69,7 +69,7 @@ def _onnx_int8(op: OpExport, path: Path) -> None:
     """Static QDQ int8 with the settings of `toolkit export --format onnx-int8`."""
     work = op.folder / "onnx-int8"
     work.mkdir(exist_ok=True)
-    quantize_qdq(op.onnx_graph(), op.calibration, work, path)
+    quantize_int8(op.onnx_graph(), op.calibration, work, path)
 
 
 def _tflite(op: OpExport, path: Path) -> None:
