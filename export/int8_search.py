@@ -2,8 +2,8 @@
 
 Each candidate is judged on the VALIDATION split of the run's data (never the test split, never
 the calibration images, which come from the train split): its top-1 drop in points against the
-Keras float model, and its batch-1 p50 latency in its runtime (bench.latency; one thread per
-core, as `toolkit bench`).
+Keras float model, and its batch-1 p50 latency in its runtime (a `bench.worker` process, one
+thread per core, as `toolkit bench`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.latency import Protocol, summarize, time_calls
+from bench.latency import Protocol
+from bench.suite import run_worker, worker_command
 from export.onnx import fp32_onnx
 from export.onnx_int8 import OnnxRecipe, onnx_int8_bytes
 from export.source import ExportSource
@@ -138,11 +139,13 @@ def float_top1(src: ExportSource) -> float:
     return float(np.mean(float_predictions(src) == validation_split(src)[1]))
 
 
-def _latency(session, images: np.ndarray, protocol: Protocol) -> dict:
-    """Batch-1 p50 and spread of an open session on the first image."""
-    one = images[:1]
-    stats = summarize(time_calls(lambda: session.run(one), protocol), batch=1)
-    return {"p50_ms": round(stats.p50_ms, 4), "latency_spread": round(stats.spread, 3)}
+def _latency(path: Path, runtime: str, protocol: Protocol) -> dict:
+    """Batch-1 p50 and spread, measured as `toolkit bench` measures: in a fresh worker process,
+    where the search's own sessions, thread pools and TensorFlow cannot disturb it."""
+    row = run_worker(worker_command(path, runtime, 1, protocol, THREADS))
+    if row.get("status") != "ok":
+        raise RuntimeError(f"latency of {path.name}: {row.get('reason')}")
+    return {"p50_ms": round(row["p50_ms"], 4), "latency_spread": round(row["spread"], 3)}
 
 
 def _judge(path: Path, runtime: str, src: ExportSource, protocol: Protocol) -> dict:
@@ -154,7 +157,7 @@ def _judge(path: Path, runtime: str, src: ExportSource, protocol: Protocol) -> d
     return {
         "top1": float(np.mean(predictions == labels)),
         "agreement": float(np.mean(predictions == float_predictions(src))),
-        **_latency(session, images, protocol),
+        **_latency(path, runtime, protocol),
     }
 
 
@@ -177,8 +180,7 @@ def search(
     work.mkdir(parents=True, exist_ok=True)
     fp32_file = work / f"fp32{space.suffix}"
     fp32_file.write_bytes(space.fp32(src))
-    fp32_session = open_artifact(fp32_file, space.runtime, RuntimeOptions(threads=THREADS))
-    fp32_p50 = _latency(fp32_session, validation_split(src)[0], protocol)["p50_ms"]
+    fp32_p50 = _latency(fp32_file, space.runtime, protocol)["p50_ms"]
     candidates: list[dict] = []
     for name, recipe in space.recipes.items():
         row: dict = {"recipe": name, "settings": _settings(recipe)}
