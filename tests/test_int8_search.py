@@ -61,15 +61,21 @@ def _ops_by_type(flatbuffer: bytes) -> dict[str, set[str]]:
     return found
 
 
+def _build(run_dir: Path, fmt: str, name: str) -> bytes:
+    """The bytes of one search candidate of `fmt`, calibrated on 16 images of the run's data."""
+    run = open_run(run_dir)
+    space = SEARCHES[fmt]
+    with open_source(run, run.load_model(), opset=17, calib_data=None, calib_samples=16) as src:
+        return space.build(src, space.recipes[name], name)
+
+
 # -- the recipe tables --
 
 
 @pytest.mark.parametrize("name", TFLITE_RECIPES)
 def test_every_tflite_recipe_builds_a_runnable_builtin_artifact(name, vit_run, tmp_path):
     recipe = TFLITE_RECIPES[name]
-    run = open_run(vit_run)
-    with open_source(run, run.load_model(), opset=17, calib_data=None, calib_samples=16) as src:
-        flatbuffer = SEARCHES["tflite-int8"].build(src, recipe, name)
+    flatbuffer = _build(vit_run, "tflite-int8", name)
     assert forbidden_ops(tflite_ops(flatbuffer)) == []
     path = tmp_path / "m.tflite"
     path.write_bytes(flatbuffer)
@@ -90,12 +96,10 @@ def test_every_tflite_recipe_builds_a_runnable_builtin_artifact(name, vit_run, t
 def test_float_norm_gelu_attention_runs_whole_in_xnnpack_where_plain_int8_does_not(
     vit_run, tmp_path
 ):
-    run = open_run(vit_run)
     paths = {}
-    with open_source(run, run.load_model(), opset=17, calib_data=None, calib_samples=16) as src:
-        for name in ("int8", "int8-b1-float-norm-gelu-attention"):
-            paths[name] = tmp_path / f"{name}.tflite"
-            paths[name].write_bytes(SEARCHES["tflite-int8"].build(src, TFLITE_RECIPES[name], name))
+    for name in ("int8", "int8-b1-float-norm-gelu-attention"):
+        paths[name] = tmp_path / f"{name}.tflite"
+        paths[name].write_bytes(_build(vit_run, "tflite-int8", name))
     plain = delegation(paths["int8"])
     assert not plain.fully_delegated and plain.partitions > 1
     assert {"SQUARED_DIFFERENCE/int8", "RSQRT/int8"} <= set(plain.not_delegated)
@@ -107,9 +111,7 @@ def test_float_norm_gelu_attention_runs_whole_in_xnnpack_where_plain_int8_does_n
 @pytest.mark.parametrize("name", ONNX_RECIPES)
 def test_every_onnx_recipe_builds_a_runnable_standard_artifact(name, vit_run, tmp_path):
     recipe = ONNX_RECIPES[name]
-    run = open_run(vit_run)
-    with open_source(run, run.load_model(), opset=17, calib_data=None, calib_samples=16) as src:
-        data = SEARCHES["onnx-int8"].build(src, recipe, name)
+    data = _build(vit_run, "onnx-int8", name)
     model = onnx.load_from_string(data)
     assert forbidden_ops(onnx_ops(model)) == []
     path = tmp_path / "m.onnx"

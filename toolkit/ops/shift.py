@@ -53,7 +53,6 @@ class PartialShift(keras.layers.Layer):
             return x
         s = self.shift_pixel
         bounds = [min(i * g, channels) for i in (1, 2, 3, 4)]  # num_div < 4: empty groups
-        starts = [0, *bounds[:3]]
         if training:
             groups = keras.ops.split(x, bounds, axis=-1)
             moves = [(2, width, -s), (2, width, s), (1, height, -s), (1, height, s)]
@@ -66,6 +65,7 @@ class PartialShift(keras.layers.Layer):
             # window origins in `padded`: left reads x[h, w + s], right x[h, w - s],
             # up x[h + s, w], down x[h - s, w]
             origins = [(s, 2 * s), (s, 0), (2 * s, s), (0, s)]
+            starts = [0, *bounds[:3]]
             parts = [
                 padded[:, r : r + rows, c : c + cols, a:b]
                 for (r, c), a, b in zip(origins, starts, bounds, strict=True)
