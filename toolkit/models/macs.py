@@ -1,7 +1,16 @@
 """Multiply-accumulates per image, counted analytically from layer shapes.
 
-Counts the matrix work (convolutions, dense layers, attention matmuls); elementwise ops,
-normalisation and softmax are left out, as is usual for MAC figures.
+Counted: every Conv2D (its subclasses too, e.g. the patch embedding and patch merging
+PatchConv2D) as output positions x kh x kw x C_in x C_out, "same" padding's zeros included;
+every Dense as tokens x C_in x C_out; self-attention (plain and LSA) as its Q, K, V and output
+projections plus the two T x T matmuls (q.k^T and weights.v); the tokenizer's projection and
+each Dense of an MLP. Left out, as is usual for MAC figures: biases, normalisation, softmax,
+activations, the shift, pooling, resizing, position embeddings and other elementwise work.
+
+Each layer is counted by the entry of the nearest class in its MRO (so a subclass is counted
+as what it computes), and only at the top level of the model: a counted custom layer counts
+the layers nested inside it itself. A layer with no entry that holds a counted layer inside it
+is an error rather than a silent miss.
 """
 
 from __future__ import annotations
@@ -11,7 +20,7 @@ from collections.abc import Callable
 
 import keras
 
-from toolkit.ops import MLP, LocalitySelfAttention, SelfAttention, ShiftedPatchTokenization
+from toolkit.ops import MLP, SelfAttention, ShiftedPatchTokenization
 
 
 def _tokens(shape) -> int:
@@ -52,21 +61,38 @@ def _mlp(layer, in_shape, out_shape) -> int:
     return total
 
 
+# class -> counter(layer, input shape, output shape); a layer takes the entry of the nearest
+# class in its MRO, so LocalitySelfAttention uses SelfAttention's and PatchConv2D Conv2D's.
 MAC_COUNTERS: dict[type, Callable] = {
     keras.layers.Dense: _dense,
     keras.layers.Conv2D: _conv,
     SelfAttention: _attention,
-    LocalitySelfAttention: _attention,
     ShiftedPatchTokenization: _tokenizer,
     MLP: _mlp,
 }
 
 
+def mac_counter(layer: keras.layers.Layer) -> Callable | None:
+    """The counter of the most specific class of `layer` in MAC_COUNTERS, or None."""
+    for cls in type(layer).__mro__:
+        if cls in MAC_COUNTERS:
+            return MAC_COUNTERS[cls]
+    return None
+
+
 def count_macs(model: keras.Model) -> int:
-    """MACs for one image through `model` (batch dimension excluded)."""
+    """MACs for one image through `model` (batch dimension excluded); see the module doc."""
     total = 0
     for layer in model.layers:
-        counter = MAC_COUNTERS.get(type(layer))
+        counter = mac_counter(layer)
         if counter is not None:
             total += counter(layer, layer.input.shape, layer.output.shape)
+            continue
+        inner = [s for s in layer._flatten_layers(include_self=False) if mac_counter(s)]
+        if inner:
+            raise TypeError(
+                f"count_macs: layer '{layer.name}' ({type(layer).__name__}) holds "
+                f"{type(inner[0]).__name__} '{inner[0].name}' but has no entry in MAC_COUNTERS; "
+                "add one that counts what it computes"
+            )
     return total

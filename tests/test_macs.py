@@ -1,0 +1,117 @@
+"""MAC counts per image against counts worked out by hand from each preset's architecture."""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import pytest
+
+import toolkit  # noqa: F401
+from toolkit.models import MODELS, build_model, count_macs, get_preset
+from toolkit.models.presets import ShiftViTArch, ViTArch
+from toolkit.ops import MLP, PatchConv2D
+
+CLASSES = 10
+
+
+def shiftvit_macs(arch: ShiftViTArch, classes: int) -> int:
+    """Patch embedding, per-stage shift-block MLPs, 2x2 patch merging, linear head.
+
+    The shift, LayerNorms and pooling do no multiplies; the input is resized to
+    image_size first, so the input resolution does not matter.
+    """
+    side = arch.image_size // arch.patch_size  # "same" padding: 48 / 4 = 12 exactly
+    channels = arch.dim
+    total = side * side * (arch.patch_size * arch.patch_size * 3) * channels  # patch embedding
+    for stage, depth in enumerate(arch.depths):
+        hidden = int(arch.mlp_ratio * channels)
+        total += depth * side * side * (channels * hidden + hidden * channels)  # MLP C->2C->C
+        if stage < len(arch.depths) - 1:  # merge: 2x2 "same" conv, stride 2, C -> 2C, no bias
+            side = math.ceil(side / 2)
+            total += side * side * (2 * 2 * channels) * (2 * channels)
+            channels *= 2
+    return total + channels * classes  # pooled features -> logits
+
+
+def vit_macs(arch: ViTArch, classes: int) -> int:
+    """Tokenizer projection, per-block attention and MLP, flatten -> head MLP -> logits."""
+    tokens = (arch.image_size // arch.patch_size) ** 2
+    views = 5 if arch.spt else 1  # SPT: the image and its four diagonal shifts
+    total = tokens * (arch.patch_size * arch.patch_size * 3 * views) * arch.dim
+    inner = arch.num_heads * arch.key_dim
+    attention = (
+        3 * tokens * arch.dim * inner  # q, k, v projections
+        + tokens * tokens * inner  # q . k^T, per head T x T x key_dim
+        + tokens * tokens * inner  # weights . v
+        + tokens * inner * arch.dim  # output projection
+    )
+    mlp, width = 0, arch.dim
+    for units in arch.mlp_units:
+        mlp += tokens * width * units
+        width = units
+    total += arch.depth * (attention + mlp)
+    width = tokens * arch.dim  # Flatten
+    for units in arch.head_units:
+        total += width * units
+        width = units
+    return total + width * classes
+
+
+HAND = {"shiftvit": shiftvit_macs, "vit-lsa": vit_macs, "vit": vit_macs}
+# The same arithmetic written out for 10 classes (derivations in the comments).
+PINNED = {
+    # 144*48*96 + 2*144*36864 + 36*4*96*192 + 4*36*147456 + 9*4*192*384 + 8*9*589824
+    # + 4*4*384*768 + 2*4*2359296 + 768*10
+    ("shiftvit", "seed"): 103_890_432,
+    # 64*48*32 + 64*4096 + 16*4*32*64 + 16*16384 + 4*4*64*128 + 2*4*65536 + 4*128*256
+    # + 262144 + 256*10
+    ("shiftvit", "tiny"): 1_804_800,
+    # 144*540*64 + 8*(3*144*64*256 + 2*144*144*256 + 144*256*64 + 144*16384)
+    # + 9216*2048 + 2048*1024 + 1024*10
+    ("vit-lsa", "seed"): 205_264_896,
+    ("vit", "seed"): 205_264_896 - 144 * (540 - 108) * 64,  # plain patches: 3 channels, not 15
+    # 64*240*48 + 2*(3*64*48*48 + 2*64*64*48 + 64*48*48 + 64*9216) + 3072*128 + 128*10
+    ("vit-lsa", "tiny"): 4_277_504,
+    ("vit", "tiny"): 4_277_504 - 64 * (240 - 48) * 48,
+}
+
+
+@pytest.mark.parametrize(("model", "name"), list(PINNED))
+def test_count_macs_matches_the_hand_count_of_each_preset(model, name):
+    preset = get_preset(model, name)
+    assert set(HAND) == set(MODELS)
+    expected = HAND[model](preset.arch, CLASSES)
+    assert expected == PINNED[model, name]
+    net = build_model(preset, (32, 32, 3), CLASSES)
+    assert count_macs(net) == expected
+
+
+def test_a_conv2d_subclass_is_counted_as_a_convolution():
+    inputs = keras.Input((8, 8, 3))
+    model = keras.Model(inputs, PatchConv2D(4, 2)(inputs))
+    assert count_macs(model) == 4 * 4 * (2 * 2 * 3) * 4
+
+
+def test_nested_dense_layers_are_counted_once():
+    inputs = keras.Input((5, 6))
+    model = keras.Model(inputs, MLP([7, 3])(inputs))
+    assert count_macs(model) == 5 * 6 * 7 + 5 * 7 * 3
+
+
+class _Wrapper(keras.layers.Layer):
+    """A layer with no MAC counter that holds a Dense."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.inner = keras.layers.Dense(3)
+
+    def call(self, x):
+        return self.inner(x)
+
+
+def test_an_uncounted_layer_holding_a_counted_one_is_an_error():
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, _Wrapper(name="wrap")(inputs))
+    with pytest.raises(TypeError, match="wrap.*Dense.*MAC_COUNTERS"):
+        count_macs(model)
