@@ -16,9 +16,9 @@ from bench import roofline
 from bench.latency import Protocol, summarize, time_calls
 from bench.suite import ACCURACY_CACHE
 from bench.worker import measure
+from cli.main import main
 from export import export_run
 from export.manifest import sha256
-from toolkit import cli
 from toolkit.runtimes import RUNTIMES, open_artifact
 from toolkit.training.train import TrainOptions, train
 
@@ -194,7 +194,7 @@ def benched(run_dir, tmp_path_factory) -> tuple[int, Path, dict]:
     mp = pytest.MonkeyPatch()
     mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
     try:
-        code = cli.main(["bench", str(run), "--batch", "1,2", *SHORT])
+        code = main(["bench", str(run), "--batch", "1,2", *SHORT])
     finally:
         mp.undo()
     return code, run, json.loads((run / "bench.json").read_text())
@@ -251,7 +251,7 @@ def test_failed_artifact_keeps_the_table_and_accuracy_is_cached(run_dir, tmp_pat
     onnx = run / "export" / "model.onnx"
     (run / ACCURACY_CACHE).write_text(json.dumps({f"run data:{sha256(onnx)}": {"top1": 0.125}}))
     argv = ["bench", str(run), "--runtime", "litert,ort-cpu", "--formats", "tflite,onnx"]
-    assert cli.main([*argv, *SHORT]) == 0
+    assert main([*argv, *SHORT]) == 0
     rows = {r["format"]: r for r in json.loads((run / "bench.json").read_text())["rows"]}
     assert rows["tflite"]["status"] == "failed" and rows["tflite"]["reason"]
     assert rows["onnx"]["status"] == "ok" and rows["onnx"]["top1"] == 0.125  # from the cache
@@ -283,7 +283,7 @@ BAD = {  # case -> (extra argv, words the message holds)
 def test_bad_arguments_exit_2(run_dir, tmp_path, capsys, case):
     run = copy_run(run_dir, tmp_path / "run")
     extra, words = BAD[case]
-    assert cli.main(["bench", str(run), *extra]) == 2
+    assert main(["bench", str(run), *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert words in err and len(err.splitlines()) == 1
     assert not [p for p in run.iterdir() if p.name.startswith(("bench", ".bench"))]
@@ -292,7 +292,7 @@ def test_bad_arguments_exit_2(run_dir, tmp_path, capsys, case):
 def test_bad_run_folders_exit_2(run_dir, tmp_path, capsys):
     cases = {tmp_path / "missing": "does not exist", _no_export(run_dir, tmp_path): "export"}
     for path, words in cases.items():
-        assert cli.main(["bench", str(path)]) == 2
+        assert main(["bench", str(path)]) == 2
         err = capsys.readouterr().err.strip()
         assert words in err and len(err.splitlines()) == 1
     assert not list((tmp_path / "no_export").glob("*bench*"))
@@ -301,7 +301,7 @@ def test_bad_run_folders_exit_2(run_dir, tmp_path, capsys):
 def test_demo_bench_step(run_dir, tmp_path, capsys):
     """What `toolkit demo` runs after verify: short runs, quiet, the three files returned."""
     from bench.command import bench_run, parse_args
-    from toolkit.demo import BENCH_ARGS
+    from cli.demo import BENCH_ARGS
 
     run = copy_run(run_dir, tmp_path / "run")
     result, paths = bench_run(parse_args([str(run), *BENCH_ARGS.split()]), quiet=True)
@@ -317,7 +317,7 @@ def test_missing_data_leaves_top1_blank(run_dir, tmp_path):
     config["options"]["data"] = f"npz:{tmp_path}/gone.npz"
     (run / "config.json").write_text(json.dumps(config))
     argv = ["bench", str(run), "--runtime", "ort-cpu", "--formats", "onnx", *SHORT]
-    assert cli.main(argv) == 0
+    assert main(argv) == 0
     result = json.loads((run / "bench.json").read_text())
     assert [(r["status"], r["top1"]) for r in result["rows"]] == [("ok", None)]
     assert "not found" in result["data"]["error"]

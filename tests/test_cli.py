@@ -9,7 +9,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from toolkit.cli import main
+from cli.main import main
 
 
 def _npz(path, **arrays):
@@ -85,7 +85,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, bad_inputs, tmp_p
 
 def test_console_script_exits_2_without_traceback(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "toolkit.cli", "eval", str(tmp_path / "missing")],
+        [sys.executable, "-m", "cli", "eval", str(tmp_path / "missing")],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -226,7 +226,7 @@ def test_impossible_budget_fails_in_one_line_and_writes_nothing(vit_run, tmp_pat
 
 
 def test_command_exits_2_for_an_impossible_budget(vit_run, tmp_path, capsys):
-    from toolkit.cli import main
+    from cli.main import main
 
     out = tmp_path / "export"
     argv = ["export", str(vit_run), "--format", "onnx-int8", "--max-accuracy-drop", "-100.5"]

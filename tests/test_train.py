@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import pytest
 
-from toolkit.cli import main
+from cli.main import main
 from toolkit.data import load_data
 from toolkit.models import preset_from_dict
 from toolkit.training import train as train_module
@@ -91,7 +91,7 @@ def test_mirrored_strategy_trains_on_two_logical_cpus(tmp_path):
             cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
         from toolkit.training.strategies import STRATEGIES
         print("replicas", STRATEGIES["mirrored"]().num_replicas_in_sync)
-        from toolkit.cli import main
+        from cli.main import main
         raise SystemExit(main(["train", "--model", "shiftvit", "--data", "shapes:400",
                                "--epochs", "1", "--strategy", "mirrored",
                                "--out", r"{tmp_path / "run"}"]))

@@ -10,13 +10,13 @@ import keras
 import numpy as np
 import pytest
 
+from cli.main import main
 from export import export_run
 from export.verify import OP_CASES, Tolerances, verify_ops
 from export.verify.cells import FAIL, NOT_APPLICABLE, PASS, UNAVAILABLE
 from export.verify.command import REPORT_FILE
 from export.verify.metrics import compare
 from export.verify.opexport import PRECISIONS
-from toolkit import cli
 from toolkit.ops import LocalitySelfAttention, PartialShift
 from toolkit.runtimes import RUNTIMES
 from toolkit.training.train import TrainOptions, train
@@ -79,7 +79,7 @@ class UnmaskedLSA(LocalitySelfAttention):
 
 def verify_main(argv: list[str]) -> int:
     """`toolkit verify ARGV` through the CLI entry point."""
-    return cli.main(["verify", *argv])
+    return main(["verify", *argv])
 
 
 # -- fixtures: one real run folder per tiny model, exported to every format --

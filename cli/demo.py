@@ -5,6 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.command import bench_run, parse_args
+from bench.report import terminal_table
+from export import export_run
+from export.verify import verify_run
+from export.verify.command import print_report
+from toolkit import atomic
 from toolkit.data import load_data
 from toolkit.evaluate import evaluate_run
 from toolkit.training.train import TrainOptions, train
@@ -21,13 +27,6 @@ def run_demo(
 
     Returns the demo folder and whether every verification passed.
     """
-    from bench.command import bench_run, parse_args
-    from bench.report import terminal_table
-    from export import export_run
-    from export.verify import verify_run
-    from export.verify.command import print_report
-    from toolkit import atomic
-
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     root = Path(out) if out is not None else Path("runs") / f"demo-{stamp}"
     calib_samples = min(500, len(load_data(data).y_train))

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 from toolkit.errors import UsageError
@@ -80,7 +83,7 @@ def _add_demo(p: argparse.ArgumentParser) -> None:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
-    from toolkit.demo import run_demo
+    from cli.demo import run_demo
 
     root, passed = run_demo(args.data, args.out, args.epochs)
     verdict = "every verification passed" if passed else "a verification FAILED (see above)"
@@ -153,15 +156,27 @@ class Command:
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    needs: tuple[str, ...] = ()  # modules that must be installed (checked before arguments)
 
+
+# Converters a JAX-only or runtime-only install may lack; module -> its name in the error.
+CONVERTERS = ("tensorflow", "tf2onnx")
+_NEED_NAMES = {"tensorflow": "TensorFlow", "tf2onnx": "tf2onnx"}
 
 COMMANDS: dict[str, Command] = {
     "train": Command("train a model into a run folder", _add_train, _run_train),
     "eval": Command("top-1/top-5 of a run on a test split", _add_eval, _run_eval),
-    "demo": Command("tiny presets end to end on offline data", _add_demo, _run_demo),
-    "export": Command("ONNX and TFLite artifacts of a run", _add_export, _run_export),
+    "demo": Command(
+        "tiny presets end to end on offline data", _add_demo, _run_demo, needs=CONVERTERS
+    ),
+    "export": Command(
+        "ONNX and TFLite artifacts of a run", _add_export, _run_export, needs=CONVERTERS
+    ),
     "verify": Command(
-        "numerical parity of ops and models across runtimes", _add_verify, _run_verify
+        "numerical parity of ops and models across runtimes",
+        _add_verify,
+        _run_verify,
+        needs=CONVERTERS,
     ),
     "predict": Command(
         "top-k classes of image files with any artifact", _add_predict, _run_predict
@@ -170,24 +185,71 @@ COMMANDS: dict[str, Command] = {
         "latency, throughput, memory, size and top-1 of every artifact per runtime",
         _add_bench,
         _run_bench,
+        needs=("tensorflow",),
     ),
     "presets": Command("table of presets: parameters and MACs", _add_presets, _run_presets),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken install counts as missing
+        return False
+
+
+def _install_hint(modules: list[str]) -> str:
+    """`pip install ...` for `modules`, pinned as the installed toolkit's metadata pins them."""
+    try:
+        requirements = metadata.requires("toolkit") or []
+    except metadata.PackageNotFoundError:
+        requirements = []
+    pins: list[str] = []
+    extras: list[str] = []
+    for module in modules:
+        found = [r for r in requirements if re.match(rf"{re.escape(module)}\s*[=<>!~;\[]", r)]
+        spec, _, marker = (found[0] if found else module).partition(";")
+        extra = re.search(r"extra\s*==\s*[\"']([^\"']+)", marker)
+        if extra and extra.group(1) not in extras:
+            extras.append(extra.group(1))
+        elif not extra:
+            pins.append(spec.strip().replace(" ", ""))
+    if extras:
+        return f"pip install 'toolkit[{','.join(extras)}]'"
+    return "pip install " + " ".join(pins)
+
+
+def check_needs(name: str) -> None:
+    """UsageError naming what `toolkit NAME` needs and how to install it, if anything is missing."""
+    missing = [module for module in COMMANDS[name].needs if not _installed(module)]
+    if missing:
+        what = " and ".join(_NEED_NAMES.get(module, module) for module in missing)
+        raise UsageError(f"toolkit {name} needs {what}: {_install_hint(missing)}")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser, with the arguments of `command` only.
+
+    Other sub-commands are listed by name and help, so building the parser imports just the
+    chosen command's argument module (none for `toolkit --help`).
+    """
     parser = _Parser(prog="toolkit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name, command in COMMANDS.items():
-        command.add_arguments(sub.add_parser(name, help=command.help, description=command.help))
+    for name, entry in COMMANDS.items():
+        p = sub.add_parser(name, help=entry.help, description=entry.help)
+        if name == command:
+            check_needs(name)
+            entry.add_arguments(p)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `toolkit` console script."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = build_parser().parse_args(argv)
+        command = argv[0] if argv and argv[0] in COMMANDS else None
+        args = build_parser(command).parse_args(argv)
         return COMMANDS[args.command].run(args)
     except UsageError as exc:
         print(f"toolkit: error: {exc}", file=sys.stderr)

@@ -1,0 +1,99 @@
+"""Package layering: the CLI works without TensorFlow for the commands that do not need it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+# Makes TensorFlow and tf2onnx look uninstalled: `import` raises ModuleNotFoundError and
+# importlib.util.find_spec returns None, as on a JAX-only or runtime-only install.
+NO_TENSORFLOW = textwrap.dedent(
+    """
+    import sys
+
+    BLOCKED = ("tensorflow", "tf2onnx")
+
+    class Blocker:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in BLOCKED:
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+
+    for name in BLOCKED:
+        sys.modules[name] = None
+    sys.meta_path.insert(0, Blocker())
+    """
+)
+
+
+def _without_tensorflow(code: str, tmp_path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", NO_TENSORFLOW + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+
+
+def test_parser_builds_without_tensorflow(tmp_path):
+    """`toolkit --help` and the help of train/eval/predict/presets import no TensorFlow."""
+    proc = _without_tensorflow(
+        """
+        import contextlib, io, json, sys
+        from cli.main import main
+
+        helps = {}
+        for argv in (["--help"], ["train", "--help"], ["eval", "--help"],
+                     ["predict", "--help"], ["presets", "--help"]):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                try:
+                    main(argv)
+                except SystemExit as exc:
+                    assert exc.code == 0, (argv, exc.code)
+            helps[" ".join(argv)] = out.getvalue()
+        print(json.dumps({"helps": helps, "tf": "tensorflow" in sys.modules
+                          and sys.modules["tensorflow"] is not None}))
+        """,
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["tf"] is False
+    helps = result["helps"]
+    for name in ("train", "eval", "export", "verify", "bench", "presets"):
+        assert name in helps["--help"]
+    assert "--model" in helps["train --help"]
+    assert "--data" in helps["eval --help"]
+    assert "--classes" in helps["presets --help"]
+    assert "usage: toolkit predict" in helps["predict --help"]
+
+
+def test_converter_commands_say_tensorflow_is_missing(tmp_path):
+    """export, verify, bench and demo without TensorFlow: one line naming it, exit 2."""
+    proc = _without_tensorflow(
+        """
+        import json
+        from cli.main import main
+
+        codes = {name: main([name, "some-run"]) for name in ("export", "verify", "bench")}
+        codes["export --help"] = main(["export", "--help"])
+        codes["demo"] = main(["demo"])
+        print(json.dumps(codes))
+        """,
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    codes = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(codes.values()) == {2}, codes
+    errors = proc.stderr.strip().splitlines()
+    assert len(errors) == len(codes), proc.stderr
+    assert "Traceback" not in proc.stderr
+    for line, name in zip(errors, codes, strict=True):
+        command = name.split()[0]
+        assert line.startswith(f"toolkit: error: toolkit {command} needs TensorFlow"), line
+        assert "pip install" in line and "tensorflow" in line
+    assert "tf2onnx" in errors[0]
+    assert list(tmp_path.iterdir()) == []
