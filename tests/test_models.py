@@ -130,3 +130,26 @@ def test_warmup_cosine_serializes():
     config = keras.saving.serialize_keras_object(schedule)
     again = keras.saving.deserialize_keras_object(config, safe_mode=True)
     assert again.get_config() == schedule.get_config()
+
+
+def test_readme_presets_table_is_the_generated_one():
+    from pathlib import Path
+
+    from toolkit.models.table import preset_table_markdown
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start, end = "<!-- presets:begin -->\n", "<!-- presets:end -->"
+    if start not in text or end not in text:
+        pytest.fail(f"README.md has no {start.strip()} ... {end} markers around the presets table")
+    table = text.split(start, 1)[1].split(end, 1)[0]
+    assert table == preset_table_markdown(), (
+        "README presets table is stale: paste toolkit.models.table.preset_table_markdown() "
+        "between the markers"
+    )
+    assert "| shiftvit | seed |" in table and "| 103.9 M |" in table
+
+
+def test_every_preset_name_says_what_it_is_for():
+    from toolkit.models.presets import PRESET_PURPOSES
+
+    assert {name for presets in PRESETS.values() for name in presets} == set(PRESET_PURPOSES)

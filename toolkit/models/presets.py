@@ -161,6 +161,13 @@ def _vit_variant(presets: dict, spt: bool, lsa: bool) -> dict:
     return {name: (replace(arch, spt=spt, lsa=lsa), tr) for name, (arch, tr) in presets.items()}
 
 
+# what each preset name is for (the README's presets table)
+PRESET_PURPOSES = {
+    "seed": "the keras.io example's hyperparameters: the results to compare",
+    "small": "quick experiments on a CPU",
+    "tiny": "tests and `toolkit demo`: minutes on a CPU",
+}
+
 PRESETS: dict[str, dict[str, tuple[ShiftViTArch | ViTArch, TrainRecipe]]] = {
     "shiftvit": _SHIFTVIT,
     "vit-lsa": _vit_variant(_VIT, spt=True, lsa=True),
