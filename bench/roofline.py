@@ -20,17 +20,17 @@ import numpy as np
 
 M = K = N = 1024  # rows, depth, columns: 1.07 GMAC per call, far from cache-bound
 MACS = M * K * N
-# export format (and "keras") -> which peak it is held against; formats not here get none
-PRECISION = {
-    "keras": "fp32",
-    "onnx": "fp32",
-    "tflite": "fp32",
-    "tflite-fp16": "fp32",  # fp16 weights are widened to fp32 at load on CPU
-    "onnx-int8": "int8",
-    "tflite-dynamic": "int8",
-    "tflite-int8": "int8",
-    "tflite-int8-float-io": "int8",
-}
+KERAS_FORMAT = "keras"  # the run's model.keras, benched beside the exported formats
+
+
+def precision_of(fmt: str) -> str | None:
+    """Which peak a row of format `fmt` is held against: the `roofline` of its row in
+    export/formats.py (fp32 for the Keras model); None for a format this toolkit does not know."""
+    if fmt == KERAS_FORMAT:
+        return "fp32"
+    from export.formats import FORMATS  # TensorFlow and the converters: only when asked
+
+    return FORMATS[fmt].roofline if fmt in FORMATS else None
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ def peak_gmacs(ms: float) -> float:
 
 def fraction(row: dict, peaks: dict[tuple[str, str], float]) -> float | None:
     """A row's achieved GMAC/s over its runtime's peak at its precision (None when unknown)."""
-    peak = peaks.get((row["runtime"], PRECISION.get(row["format"], "")))
+    peak = peaks.get((row["runtime"], precision_of(row["format"])))
     if peak is None or row.get("gmacs") is None:
         return None
     return row["gmacs"] / peak

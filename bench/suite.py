@@ -19,7 +19,7 @@ from bench.latency import Protocol
 from bench.machine import describe
 from toolkit.runtimes import RUNTIMES
 
-KERAS_FORMAT = "keras"  # the run's model.keras, benched beside the exported formats
+KERAS_FORMAT = roofline.KERAS_FORMAT
 ACCURACY_CACHE = "bench_top1.json"
 WORKER_TIMEOUT_S = 900
 ROOFLINE_PROTOCOL = Protocol(warmup=3, runs=30, seconds=2.0)
@@ -187,7 +187,7 @@ def fastest(rows: list[dict]) -> list[dict]:
     """Per batch and precision (fp32, int8): the quickest ok row and its roofline fraction."""
     best: dict[tuple[int, str], dict] = {}
     for row in rows:
-        precision = roofline.PRECISION.get(row["format"])
+        precision = roofline.precision_of(row["format"])
         if row["status"] != "ok" or precision is None or row["runtime"] == "keras":
             continue
         key = (row["batch"], precision)

@@ -1,4 +1,11 @@
-"""The format registry: each `--format` name with its converter, file, runtime and options."""
+"""The format registry: one row per `--format` name holding every fact about that format.
+
+A row says which file and runtime the artifact has, what precision it computes in, how it is
+converted and which options it takes, how `toolkit verify` judges it (a rule name of
+export/verify/modelrules.py), which roofline peak `toolkit bench` holds it against, whether the
+int8 attribution applies, and its `--max-accuracy-drop` search space. Verify, bench and the
+int8 search read these rows; no other table is keyed by format name.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from export.int8_search import ONNX_SEARCH, TFLITE_SEARCH, SearchSpace
 from export.onnx import convert_onnx
 from export.onnx_int8 import convert_onnx_int8
 from export.source import ExportSource
@@ -14,6 +22,8 @@ from export.tflite import DYNAMIC, FP16, FP32, INT8, INT8_FLOAT_IO, tflite_conve
 from toolkit.errors import UsageError
 
 ALL = "all"
+PRECISIONS = ("fp32", "fp16", "int8")  # what an artifact computes in
+ROOFLINE_PRECISIONS = ("fp32", "int8")  # the peaks bench/roofline.py measures per runtime
 # option name (export_run keyword) -> command-line flag
 OPTION_FLAGS = {
     "opset": "--opset",
@@ -23,74 +33,109 @@ OPTION_FLAGS = {
 }
 ONNX_OPTIONS = ("opset",)
 CALIB_OPTIONS = ("calib_data", "calib_samples")
-SEARCH_OPTIONS = ("max_accuracy_drop",)  # formats with a recipe table in export/int8_search.py
+SEARCH_OPTIONS = ("max_accuracy_drop",)  # taken by exactly the formats with a search space
 
 
 @dataclass(frozen=True)
 class Format:
-    """One export format: `convert(source, path)` writes the artifact file at `path`."""
+    """One export format, every fact about it: `convert(source, path)` writes the artifact."""
 
     name: str
     filename: str
     runtime: str  # ort-cpu or litert: the runtime that loads and validates the artifact
+    precision: str  # one of PRECISIONS: the numbers the artifact computes in
     convert: Callable[[ExportSource, Path], None]
     options: tuple[str, ...]
+    rule: str  # `toolkit verify`'s model-level rule: a key of export/verify/modelrules.RULES
+    roofline: str  # one of ROOFLINE_PRECISIONS: the peak `toolkit bench` holds it against
     description: str
+    int8_attribution: bool = False  # `toolkit verify` runs the TFLite int8 debugger for it
+    search: SearchSpace | None = None  # the recipes `--max-accuracy-drop` searches
 
 
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
         Format(
-            "onnx", "model.onnx", "ort-cpu", convert_onnx, ONNX_OPTIONS, "float32, dynamic batch"
+            name="onnx",
+            filename="model.onnx",
+            runtime="ort-cpu",
+            precision="fp32",
+            convert=convert_onnx,
+            options=ONNX_OPTIONS,
+            rule="fp32",
+            roofline="fp32",
+            description="float32, dynamic batch",
         ),
         Format(
-            "onnx-int8",
-            "model_int8.onnx",
-            "ort-cpu",
-            convert_onnx_int8,
-            ONNX_OPTIONS + CALIB_OPTIONS + SEARCH_OPTIONS,
-            "static int8 QDQ, per-channel weights, float32 in/out",
+            name="onnx-int8",
+            filename="model_int8.onnx",
+            runtime="ort-cpu",
+            precision="int8",
+            convert=convert_onnx_int8,
+            options=ONNX_OPTIONS + CALIB_OPTIONS + SEARCH_OPTIONS,
+            rule="int8",
+            roofline="int8",
+            description="static int8 QDQ, per-channel weights, float32 in/out",
+            search=ONNX_SEARCH,
         ),
         Format(
-            "tflite",
-            "model_fp32.tflite",
-            "litert",
-            tflite_converter(FP32),
-            (),
-            "float32, dynamic batch",
+            name="tflite",
+            filename="model_fp32.tflite",
+            runtime="litert",
+            precision="fp32",
+            convert=tflite_converter(FP32),
+            options=(),
+            rule="fp32",
+            roofline="fp32",
+            description="float32, dynamic batch",
         ),
         Format(
-            "tflite-fp16",
-            "model_fp16.tflite",
-            "litert",
-            tflite_converter(FP16),
-            (),
-            "float16 weights, float32 in/out",
+            name="tflite-fp16",
+            filename="model_fp16.tflite",
+            runtime="litert",
+            precision="fp16",
+            convert=tflite_converter(FP16),
+            options=(),
+            rule="fp16",
+            roofline="fp32",  # fp16 weights are widened to fp32 at load on CPU
+            description="float16 weights, float32 in/out",
         ),
         Format(
-            "tflite-dynamic",
-            "model_dynamic.tflite",
-            "litert",
-            tflite_converter(DYNAMIC),
-            (),
-            "int8 weights (dynamic range), float32 in/out",
+            name="tflite-dynamic",
+            filename="model_dynamic.tflite",
+            runtime="litert",
+            precision="int8",
+            convert=tflite_converter(DYNAMIC),
+            options=(),
+            rule="int8",
+            roofline="int8",
+            description="int8 weights (dynamic range), float32 in/out",
         ),
         Format(
-            "tflite-int8",
-            "model_int8.tflite",
-            "litert",
-            tflite_converter(INT8),
-            CALIB_OPTIONS + SEARCH_OPTIONS,
-            "full int8, int8 in/out",
+            name="tflite-int8",
+            filename="model_int8.tflite",
+            runtime="litert",
+            precision="int8",
+            convert=tflite_converter(INT8),
+            options=CALIB_OPTIONS + SEARCH_OPTIONS,
+            rule="int8",
+            roofline="int8",
+            description="full int8, int8 in/out",
+            int8_attribution=True,
+            search=TFLITE_SEARCH,
         ),
         Format(
-            "tflite-int8-float-io",
-            "model_int8_float_io.tflite",
-            "litert",
-            tflite_converter(INT8_FLOAT_IO),
-            CALIB_OPTIONS,
-            "full int8 inside, float32 in/out",
+            name="tflite-int8-float-io",
+            filename="model_int8_float_io.tflite",
+            runtime="litert",
+            precision="int8",
+            convert=tflite_converter(INT8_FLOAT_IO),
+            options=CALIB_OPTIONS,
+            rule="int8",
+            roofline="int8",
+            description="full int8 inside, float32 in/out",
+            int8_attribution=True,
         ),
     )
 }

@@ -83,22 +83,21 @@ class SearchSpace:
     fp32: Callable[[ExportSource], bytes]
 
 
-SEARCHES: dict[str, SearchSpace] = {
-    "tflite-int8": SearchSpace(
-        TFLITE_RECIPES,
-        lambda src, recipe, _: tflite_bytes(src, recipe),
-        ".tflite",
-        "litert",
-        lambda src: tflite_bytes(src, FP32),  # the `tflite` format
-    ),
-    "onnx-int8": SearchSpace(
-        ONNX_RECIPES,
-        onnx_int8_bytes,
-        ".onnx",
-        "ort-cpu",
-        lambda src: fp32_onnx(src).SerializeToString(),  # the `onnx` graph
-    ),
-}
+# the search spaces of the formats that take --max-accuracy-drop (their rows in export/formats.py)
+TFLITE_SEARCH = SearchSpace(
+    TFLITE_RECIPES,
+    lambda src, recipe, _: tflite_bytes(src, recipe),
+    ".tflite",
+    "litert",
+    lambda src: tflite_bytes(src, FP32),  # the `tflite` format
+)
+ONNX_SEARCH = SearchSpace(
+    ONNX_RECIPES,
+    onnx_int8_bytes,
+    ".onnx",
+    "ort-cpu",
+    lambda src: fp32_onnx(src).SerializeToString(),  # the `onnx` graph
+)
 
 
 def check_budget(points: float) -> float:
@@ -164,15 +163,16 @@ def _judge(path: Path, runtime: str, src: ExportSource, protocol: Protocol) -> d
 def search(
     src: ExportSource,
     fmt: str,
+    space: SearchSpace,
     path: Path,
     budget: float,
     protocol: Protocol | None = None,
 ) -> dict:
-    """Write the fastest candidate of `fmt` within `budget` points to `path`; return the record.
+    """Write the fastest candidate of `space` (the search space of format `fmt`) within `budget`
+    points to `path`; return the record.
 
     Raises UsageError, with `path` untouched, when no candidate is within the budget.
     """
-    space = SEARCHES[fmt]
     protocol = protocol or SEARCH_PROTOCOL
     reference = float_top1(src)
     images = len(validation_split(src)[1])

@@ -15,7 +15,7 @@ from export.formats import (
     check_options,
     parse_formats,
 )
-from export.int8_search import SEARCHES, check_budget, search
+from export.int8_search import check_budget, search
 from export.manifest import artifact_entry, header, update_manifest
 from export.onnx import MAX_OPSET, MIN_OPSET
 from export.source import ExportSource, open_source
@@ -94,7 +94,7 @@ def _check_samples(samples: int) -> int:
 def _export_one(src: ExportSource, fmt: Format, out: Path, budget: float | None = None) -> dict:
     """Convert (or search, given a budget) to a temp file, validate it, rename it into place."""
     target = out / fmt.filename
-    searching = budget is not None and fmt.name in SEARCHES
+    searching = budget is not None and fmt.search is not None
     options = {o: getattr(src, o) for o in fmt.options if o not in SEARCH_OPTIONS}
     if searching:
         options["max_accuracy_drop"] = budget
@@ -103,7 +103,7 @@ def _export_one(src: ExportSource, fmt: Format, out: Path, budget: float | None 
     with atomic.atomic_path(target) as tmp:
         try:
             if searching:
-                record = search(src, fmt.name, tmp, budget)
+                record = search(src, fmt.name, fmt.search, tmp, budget)
             else:
                 fmt.convert(src, tmp)
             info = RUNTIMES[fmt.runtime](tmp, fmt.name, src.input_shape, src.num_classes)

@@ -18,7 +18,7 @@ from export import export_run
 from export.command import add_arguments
 from export.command import run as run_command
 from export.formats import FORMATS, check_options
-from export.int8_search import ONNX_RECIPES, SEARCHES, TFLITE_RECIPES, choose
+from export.int8_search import ONNX_RECIPES, TFLITE_RECIPES, choose
 from export.manifest import MANIFEST_FILE, sha256
 from export.onnx_int8 import ImageReader
 from export.oplist import forbidden_ops, onnx_ops, tflite_ops
@@ -64,7 +64,7 @@ def _ops_by_type(flatbuffer: bytes) -> dict[str, set[str]]:
 def _build(run_dir: Path, fmt: str, name: str) -> bytes:
     """The bytes of one search candidate of `fmt`, calibrated on 16 images of the run's data."""
     run = open_run(run_dir)
-    space = SEARCHES[fmt]
+    space = FORMATS[fmt].search
     with open_source(run, run.load_model(), opset=17, calib_data=None, calib_samples=16) as src:
         return space.build(src, space.recipes[name], name)
 
@@ -166,7 +166,7 @@ def test_choose_breaks_a_latency_tie_by_agreement_with_float():
 
 def test_only_the_int8_formats_take_the_budget():
     takers = {f.name for f in FORMATS.values() if "max_accuracy_drop" in f.options}
-    assert takers == set(SEARCHES) == {"tflite-int8", "onnx-int8"}
+    assert takers == {f.name for f in FORMATS.values() if f.search} == {"tflite-int8", "onnx-int8"}
     with pytest.raises(UsageError, match="--max-accuracy-drop does not apply to tflite"):
         check_options(["tflite"], {"max_accuracy_drop": 1.0})
 

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from export.calibration import calibration_images
+from export.formats import FORMATS
 from export.signature import SIGNATURE_KEY
 from export.source import open_source
 from export.tflite import representative_dataset, saved_model
@@ -31,7 +32,11 @@ from toolkit.runfolder import Run
 
 ROUNDING_RMSE = 1 / math.sqrt(12)  # rmse/scale of uniform rounding error
 TOP = 10
-INT8_FORMATS = ("tflite-int8", "tflite-int8-float-io")
+
+
+def int8_formats() -> list[str]:
+    """The formats whose rows in export/formats.py ask for the int8 attribution."""
+    return [name for name, f in FORMATS.items() if f.int8_attribution]
 
 
 def _debug_dataset(images: np.ndarray) -> Callable[[], Iterator[list[np.ndarray]]]:
@@ -79,7 +84,7 @@ def _rows(debugger) -> list[dict]:
 def attribute_int8(run: Run, manifest: dict, images: np.ndarray, samples: int) -> dict:
     """Per-layer int8 error of the run's model on `images[:samples]`, ranked by rmse/scale."""
     start = time.perf_counter()
-    entry = next(manifest["artifacts"][f] for f in INT8_FORMATS if f in manifest["artifacts"])
+    entry = next(manifest["artifacts"][f] for f in int8_formats() if f in manifest["artifacts"])
     options = entry.get("options") or {}
     model = run.load_model()
     input_shape = tuple(int(d) for d in model.input_shape[1:])

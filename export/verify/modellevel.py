@@ -9,11 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
+from export.formats import FORMATS
 from export.manifest import MANIFEST_FILE
 from export.pipeline import EXPORT_DIR
 from export.verify.cells import ERROR, FAIL, PASS, UNAVAILABLE, cell, open_session, summarize
 from export.verify.metrics import compare_logits
-from export.verify.modelrules import FORMAT_RULES, judge_model
+from export.verify.modelrules import format_rules, judge_model, rule_for
 from export.verify.oplevel import check_runtimes
 from export.verify.tolerance import DEFAULT_TOLERANCES, Tolerances
 from toolkit.data import load_data
@@ -88,7 +89,7 @@ def verify_models(
         "samples": int(len(images)),
         "reference": {"runtime": "keras", "file": MODEL_FILE, "top1_accuracy": reference_accuracy},
         "runtimes": chosen,
-        "rules": {f: r.describe(tolerances) for f, r in FORMAT_RULES.items()},
+        "rules": {f: r.describe(tolerances) for f, r in format_rules().items()},
         "cells": cells,
         "summary": summarize(cells),
         "seconds": round(time.perf_counter() - start, 1),
@@ -115,9 +116,12 @@ def _model_cell(
     tolerances: Tolerances,
 ) -> dict:
     """Run one artifact in one runtime and judge its logits against the Keras logits."""
-    rule = FORMAT_RULES.get(fmt)
-    precision = rule.precision if rule else "unknown"
     base = {"level": "model", "format": fmt, "file": path.name}
+    try:
+        rule = rule_for(fmt)
+    except UsageError as exc:  # an artifact without a rule is an error, never a pass
+        return cell(base, runtime, "unknown", fmt, ERROR, reason=str(exc))
+    precision = FORMATS[fmt].precision
     if not path.is_file():
         reason = f"{path} is listed in model.json but missing: export it again"
         return cell(base, runtime, precision, fmt, ERROR, reason=reason)
@@ -130,8 +134,6 @@ def _model_cell(
     except Exception as exc:  # noqa: BLE001  (a runtime failure is that cell's error)
         first = first_line(exc)
         return cell(base, runtime, precision, fmt, ERROR, reason=first)
-    if rule is None:
-        return cell(base, runtime, precision, fmt, PASS, reason="no rule for this format")
     failed = judge_model(rule, metrics, tolerances)
     return cell(
         base,

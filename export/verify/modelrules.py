@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from export.formats import FORMATS
 from export.verify.tolerance import Tolerances
+from toolkit.errors import UsageError
 
 MODEL_FACTOR = 100.0
 
@@ -47,16 +49,26 @@ FP32 = ModelRule("fp32", max_abs_factor=MODEL_FACTOR)
 FP16 = ModelRule("fp16", min_cosine=0.999)
 INT8 = ModelRule("int8", min_cosine=0.98, max_top1_drop=0.05)
 
-# export format -> rule (formats missing here are reported without a verdict)
-FORMAT_RULES: dict[str, ModelRule] = {
-    "onnx": FP32,
-    "tflite": FP32,
-    "tflite-fp16": FP16,
-    "tflite-dynamic": INT8,
-    "onnx-int8": INT8,
-    "tflite-int8": INT8,
-    "tflite-int8-float-io": INT8,
-}
+# rule name (the `rule` of a format's row in export/formats.py) -> rule
+RULES: dict[str, ModelRule] = {r.precision: r for r in (FP32, FP16, INT8)}
+
+
+def rule_for(fmt: str) -> ModelRule:
+    """The model-level rule of export format `fmt`, from its row in export/formats.py.
+
+    UsageError for a format this toolkit does not know (a model.json of another version):
+    an artifact must never pass without a rule."""
+    if fmt not in FORMATS:
+        raise UsageError(
+            f"model.json lists format '{fmt}', which this toolkit has no rule for: export the "
+            f"run again with this version (formats: {', '.join(FORMATS)})"
+        )
+    return RULES[FORMATS[fmt].rule]
+
+
+def format_rules() -> dict[str, ModelRule]:
+    """Every registered format's rule, in FORMATS order."""
+    return {name: RULES[f.rule] for name, f in FORMATS.items()}
 
 
 def rationale() -> str:

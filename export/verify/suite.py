@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from export.verify.attribution import INT8_FORMATS, attribute_int8
+from export.verify.attribution import attribute_int8, int8_formats
 from export.verify.cases import Params
 from export.verify.cells import describe
 from export.verify.modellevel import read_export, test_images, verify_models
@@ -60,7 +60,7 @@ def verify_run(
             report["ops"] = verify_ops(shapes, op_names, chosen, tolerances)
         if level != "ops":
             report["models"] = verify_models(run, chosen, samples, tolerances, data)
-            if any(f in manifest["artifacts"] for f in INT8_FORMATS):
+            if any(f in manifest["artifacts"] for f in int8_formats()):
                 report["int8_attribution"] = _attribution(run, manifest, data[0])
     failures = [
         describe(c)

@@ -1,0 +1,99 @@
+"""One row per export format: every fact about a format lives in export/formats.py, and verify,
+bench and the int8 search read it from there."""
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench import roofline
+from export.formats import (
+    FORMATS,
+    OPTION_FLAGS,
+    PRECISIONS,
+    ROOFLINE_PRECISIONS,
+    SEARCH_OPTIONS,
+)
+from export.validate import RUNTIMES as INSPECTORS
+from export.verify.attribution import int8_formats
+from export.verify.cells import ERROR
+from export.verify.modellevel import _model_cell
+from export.verify.modelrules import RULES, format_rules, rule_for
+from export.verify.tolerance import DEFAULT_TOLERANCES
+from toolkit.errors import UsageError
+from toolkit.runtimes import RUNTIMES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_every_row_holds_every_fact(name):
+    f = FORMATS[name]
+    assert f.name == name and f.description.strip()
+    assert Path(f.filename).suffix in RUNTIMES[f.runtime].suffixes  # the runtime opens the file
+    assert f.runtime in INSPECTORS  # export validates it in that runtime
+    assert f.precision in PRECISIONS
+    assert f.rule in RULES  # toolkit verify judges it
+    assert f.roofline in ROOFLINE_PRECISIONS
+    assert (f.runtime, f.roofline) in roofline.KERNELS  # toolkit bench has its peak
+    assert callable(f.convert)
+    assert set(f.options) <= set(OPTION_FLAGS)
+    assert isinstance(f.int8_attribution, bool)
+    if f.int8_attribution:  # the debugger re-quantizes with the TFLite int8 converter
+        assert f.precision == "int8" and f.runtime == "litert"
+    # --max-accuracy-drop is taken exactly by the formats with a search space, of their runtime
+    assert (set(SEARCH_OPTIONS) <= set(f.options)) == (f.search is not None)
+    if f.search is not None:
+        assert f.search.runtime == f.runtime and f.search.suffix == Path(f.filename).suffix
+        assert f.search.recipes
+
+
+def test_verify_bench_and_attribution_read_the_rows(monkeypatch):
+    row = replace(FORMATS["tflite-int8"], name="tflite-x", rule="fp16", roofline="fp32")
+    monkeypatch.setitem(FORMATS, "tflite-x", replace(row, int8_attribution=False))
+    assert rule_for("tflite-x") is RULES["fp16"]
+    assert format_rules()["tflite-x"] is RULES["fp16"]
+    assert roofline.precision_of("tflite-x") == "fp32"
+    assert "tflite-x" not in int8_formats()
+    monkeypatch.setitem(FORMATS, "tflite-x", replace(row, roofline="int8", int8_attribution=True))
+    assert roofline.precision_of("tflite-x") == "int8"
+    assert "tflite-x" in int8_formats()
+    assert roofline.precision_of("keras") == "fp32" and roofline.precision_of("nope") is None
+
+
+def test_a_format_without_a_rule_is_an_error_never_a_pass(tmp_path):
+    with pytest.raises(UsageError, match="no rule"):
+        rule_for("tflite-int4")
+    path = tmp_path / "model_int4.tflite"
+    path.write_bytes(b"unused: the rule is looked up first")
+    logits = np.eye(3, dtype=np.float32)
+    cell = _model_cell(
+        "tflite-int4", path, "litert", logits, np.arange(3), logits, DEFAULT_TOLERANCES
+    )
+    assert cell["status"] == ERROR and "no rule" in cell["reason"]
+
+
+# quoted format names allowed outside export/formats.py, and why
+ALLOWED = {
+    "export/onnx.py": "label of the onnx converter's error messages",
+    "export/onnx_int8.py": "label and scratch folder of the onnx-int8 converter",
+    "export/verify/opexport.py": "op-level artifacts of `toolkit verify`, a table of its own",
+    "toolkit/runtimes/onnxruntime.py": "the onnx package",
+    "toolkit/versions.py": "the onnx package",
+}
+
+
+def test_no_other_table_is_keyed_by_format_name():
+    quoted = re.compile("|".join(rf'"{re.escape(n)}"' for n in FORMATS))
+    found = []
+    for package in ("export", "bench", "toolkit", "cli"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel == "export/formats.py" or rel in ALLOWED:
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if quoted.search(line):
+                    found.append(f"{rel}:{number}: {line.strip()}")
+    assert found == [], "format facts outside export/formats.py:\n" + "\n".join(found)
