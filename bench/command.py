@@ -11,9 +11,9 @@ import os
 import shlex
 from pathlib import Path
 
-from bench.latency import Protocol
 from bench.suite import KERAS_FORMAT, Artifact, Plan, run_suite
 from toolkit.errors import UsageError
+from toolkit.runtimes.timing import Protocol
 
 OUTPUTS = ("bench.json", "bench.md", "bench.png")
 DEFAULT_SECONDS = 3.0

@@ -5,23 +5,19 @@ size, MACs, achieved GMAC/s and the roofline attached to each row.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import bench
 from bench import roofline
-from bench.latency import Protocol
 from bench.machine import describe
 from toolkit.runtimes import RUNTIMES
+from toolkit.runtimes.timing import Protocol
+from toolkit.runtimes.worker import run_worker
 
 KERAS_FORMAT = roofline.KERAS_FORMAT
 ACCURACY_CACHE = "bench_top1.json"
-WORKER_TIMEOUT_S = 900
 ROOFLINE_PROTOCOL = Protocol(warmup=3, runs=30, seconds=2.0)
 
 
@@ -59,38 +55,6 @@ class Plan:
         ]
 
 
-def worker_command(
-    path: Path, runtime: str, batch: int, protocol: Protocol, threads: int | None
-) -> list[str]:
-    """The `python -m bench.worker` argv that measures one row."""
-    argv = [sys.executable, "-m", "bench.worker", "--artifact", str(path), "--runtime", runtime]
-    argv += ["--batch", str(batch), "--warmup", str(protocol.warmup)]
-    argv += ["--runs", str(protocol.runs)] if protocol.runs is not None else []
-    argv += ["--seconds", str(protocol.seconds)] if protocol.seconds is not None else []
-    return argv + (["--threads", str(threads)] if threads is not None else [])
-
-
-def run_worker(argv: list[str], timeout_s: float = WORKER_TIMEOUT_S) -> dict:
-    """The worker's JSON line; a crash, a timeout or garbage is a failed row saying so."""
-    env = dict(os.environ)
-    env.pop("TOOLKIT_IMPORT_KERAS", None)  # each worker decides for its own runtime
-    root = str(Path(bench.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)
-    except subprocess.TimeoutExpired:
-        return {"status": "failed", "reason": f"worker timed out after {timeout_s:.0f} s"}
-    lines = done.stdout.strip().splitlines()
-    if done.returncode == 0 and lines:
-        try:
-            return json.loads(lines[-1])
-        except json.JSONDecodeError:
-            pass
-    how = f"signal {-done.returncode}" if done.returncode < 0 else f"exit code {done.returncode}"
-    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-    return {"status": "failed", "reason": f"worker crashed ({how}): {last}"}
-
-
 def measure_row(plan: Plan, artifact: Artifact, runtime: str, batch: int) -> dict:
     """One row; a runtime that cannot run here is `unavailable` without starting a worker."""
     base = {
@@ -104,8 +68,7 @@ def measure_row(plan: Plan, artifact: Artifact, runtime: str, batch: int) -> dic
     reason = RUNTIMES[runtime].unavailable()
     if reason is not None:
         return {**base, "status": "unavailable", "reason": reason}
-    argv = worker_command(artifact.path, runtime, batch, plan.protocol, plan.threads)
-    row = {**base, **run_worker(argv)}
+    row = {**base, **run_worker(artifact.path, runtime, batch, plan.protocol, plan.threads)}
     row.pop("artifact", None)
     if row["status"] == "ok" and plan.macs_per_image:
         row["gmacs"] = plan.macs_per_image * batch / (row["p50_ms"] * 1e6)
@@ -171,8 +134,7 @@ def measure_roofline(plan: Plan, rows: list[dict], cache: Path) -> dict:
         except Exception as exc:  # noqa: BLE001  (e.g. no TensorFlow to convert the tflite)
             entries.append({**entry, "status": "failed", "reason": str(exc).splitlines()[0]})
             continue
-        argv = worker_command(path, runtime, roofline.M, ROOFLINE_PROTOCOL, plan.threads)
-        result = run_worker(argv)
+        result = run_worker(path, runtime, roofline.M, ROOFLINE_PROTOCOL, plan.threads)
         entry.update(file=path.name, status=result["status"], reason=result.get("reason"))
         if result["status"] == "ok":  # a peak is the best the runtime did: its fastest call
             entry.update(min_ms=result["min_ms"], p50_ms=result["p50_ms"], spread=result["spread"])

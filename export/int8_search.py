@@ -2,8 +2,8 @@
 
 Each candidate is judged on the VALIDATION split of the run's data (never the test split, never
 the calibration images, which come from the train split): its top-1 drop in points against the
-Keras float model, and its batch-1 p50 latency in its runtime (a `bench.worker` process, one
-thread per core, as `toolkit bench`).
+Keras float model, and its batch-1 p50 latency in its runtime (a `toolkit.runtimes.worker`
+process, one thread per core, as `toolkit bench`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.latency import Protocol
-from bench.suite import run_worker, worker_command
 from export.onnx import fp32_onnx
 from export.onnx_int8 import OnnxRecipe, onnx_int8_bytes
 from export.source import ExportSource
@@ -28,6 +26,8 @@ from toolkit.data import load_data
 from toolkit.errors import UsageError, first_line
 from toolkit.runtimes import open_artifact, run_in_chunks
 from toolkit.runtimes.base import RuntimeOptions
+from toolkit.runtimes.timing import Protocol
+from toolkit.runtimes.worker import run_worker
 
 EVAL_BATCH = 64
 SEARCH_PROTOCOL = Protocol(warmup=5, runs=300, seconds=1.0)
@@ -141,7 +141,7 @@ def float_top1(src: ExportSource) -> float:
 def _latency(path: Path, runtime: str, protocol: Protocol) -> dict:
     """Batch-1 p50 and spread, measured as `toolkit bench` measures: in a fresh worker process,
     where the search's own sessions, thread pools and TensorFlow cannot disturb it."""
-    row = run_worker(worker_command(path, runtime, 1, protocol, THREADS))
+    row = run_worker(path, runtime, 1, protocol, THREADS)
     if row.get("status") != "ok":
         raise RuntimeError(f"latency of {path.name}: {row.get('reason')}")
     return {"p50_ms": round(row["p50_ms"], 4), "latency_spread": round(row["spread"], 3)}

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from bench import roofline
-from bench.latency import Protocol, summarize, time_calls
 from bench.suite import ACCURACY_CACHE
-from bench.worker import measure
 from cli.main import main
 from export import export_run
 from export.manifest import sha256
 from toolkit.runtimes import RUNTIMES, open_artifact
+from toolkit.runtimes.timing import Protocol, summarize, time_calls
+from toolkit.runtimes.worker import measure, run_worker, worker_command, worker_env
 from toolkit.training.train import TrainOptions, train
 
 DATA = "shapes:300"
@@ -131,8 +131,8 @@ def _worker_script(artifacts: list[Path], poison: bool) -> str:
     if poison:  # as on a GPU box with onnxruntime-gpu and numpy, and no TensorFlow or Keras
         lines.append("sys.modules.update(tensorflow=None, keras=None)")
     lines += [
-        "from bench.latency import Protocol",
-        "from bench.worker import measure",
+        "from toolkit.runtimes.timing import Protocol",
+        "from toolkit.runtimes.worker import measure",
         "statuses = []",
         *(
             f"statuses.append(measure({str(a)!r}, {r!r}, 1, Protocol(1, 2, None), 1)['status'])"
@@ -147,6 +147,7 @@ def _worker_script(artifacts: list[Path], poison: bool) -> str:
 
 @pytest.mark.parametrize("poison", [False, True], ids=["tf-installed", "no-tf"])
 def test_worker_never_imports_tensorflow_for_onnx_and_tflite(run_dir, poison):
+    """In the environment `run_worker` gives a worker of a non-Keras runtime."""
     export = run_dir / "export"
     artifacts = [(export / "model.onnx", "ort-cpu"), (export / "model_fp32.tflite", "litert")]
     done = subprocess.run(
@@ -155,9 +156,32 @@ def test_worker_never_imports_tensorflow_for_onnx_and_tflite(run_dir, poison):
         text=True,
         cwd=ROOT,
         check=True,
+        env=worker_env("ort-cpu"),
     )
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out == {"statuses": ["ok", "ok"], "tf": []}
+
+
+def test_worker_started_by_hand_measures_without_tensorflow(tmp_path):
+    """`python -m toolkit.runtimes.worker` typed by hand (TensorFlow comes in with the package)
+    restarts itself without it, so its memory figure matches the one `run_worker` gets."""
+    from onnx import TensorProto, helper
+
+    spec = helper.make_tensor_value_info("images", TensorProto.FLOAT, [None, 8, 8, 3])
+    out = helper.make_tensor_value_info("logits", TensorProto.FLOAT, [None, 8, 8, 3])
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["images"], ["logits"])], "g", [spec], [out]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    path = tmp_path / "relu.onnx"
+    path.write_bytes(model.SerializeToString())
+    argv = worker_command(path, "ort-cpu", 1, Protocol(1, 2, None), 1)
+    env = {k: v for k, v in worker_env("keras").items() if k != "TOOLKIT_IMPORT_KERAS"}
+    by_hand = json.loads(subprocess.run(argv, capture_output=True, env=env, check=True).stdout)
+    assert by_hand["status"] == "ok", by_hand["reason"]
+    row = run_worker(path, "ort-cpu", 1, Protocol(1, 2, None), 1)
+    assert row["status"] == "ok", row["reason"]
+    assert by_hand["rss_before_load_mb"] < 1.5 * row["rss_before_load_mb"]
 
 
 def test_io_binding_gives_the_same_logits_as_run(run_dir):

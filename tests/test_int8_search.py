@@ -13,7 +13,6 @@ from ai_edge_litert.interpreter import Interpreter
 from onnx import numpy_helper
 
 import export.int8_search as int8_search
-from bench.latency import Protocol
 from export import export_run
 from export.command import add_arguments
 from export.command import run as run_command
@@ -27,6 +26,7 @@ from export.xnnpack import delegation
 from toolkit.errors import UsageError
 from toolkit.runfolder import open_run
 from toolkit.runtimes import open_artifact
+from toolkit.runtimes.timing import Protocol
 from toolkit.training.train import TrainOptions, train
 
 DATA = "shapes:300"

@@ -1,11 +1,14 @@
-"""Package layering: the CLI works without TensorFlow for the commands that do not need it."""
+"""Package layering: imports point one way (toolkit <- export <- bench <- cli), and the CLI works
+without TensorFlow for the commands that do not need it."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 # Makes TensorFlow and tf2onnx look uninstalled: `import` raises ModuleNotFoundError and
 # importlib.util.find_spec returns None, as on a JAX-only or runtime-only install.
@@ -97,3 +100,55 @@ def test_converter_commands_say_tensorflow_is_missing(tmp_path):
         assert "pip install" in line and "tensorflow" in line
     assert "tf2onnx" in errors[0]
     assert list(tmp_path.iterdir()) == []
+
+
+# -- dependencies point one way: toolkit (core) <- export <- bench <- cli ----------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+MAY_NOT_IMPORT = {
+    "toolkit": ("export", "bench", "cli"),
+    "export": ("bench", "cli"),
+    "bench": ("cli",),
+}
+
+
+def _imported(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every import in `path`, at any depth (functions included), relative
+    imports resolved, and `importlib.import_module("...")` calls with a literal name."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            module = ".".join([*base, node.module or ""]) if node.level else node.module
+            found.append((node.lineno, module.strip(".")))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute | ast.Name)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            found.append((node.lineno, str(node.args[0].value)))
+    return found
+
+
+def test_imports_point_one_way():
+    """No module of a lower layer imports a higher one, not even inside a function."""
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for package, higher in MAY_NOT_IMPORT.items()
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for line, module in _imported(path)
+        if module.split(".")[0] in higher
+    ]
+    assert wrong == []
+
+
+def test_the_import_scan_sees_imports_inside_functions():
+    """The CLI composes the packages in its runners: the scan must see those imports."""
+    modules = {module for _, module in _imported(ROOT / "cli" / "main.py")}
+    assert {"export", "export.verify", "bench", "toolkit.training.train"} <= modules

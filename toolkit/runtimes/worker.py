@@ -1,12 +1,14 @@
-"""Measure ONE (artifact, runtime, batch) in this process and print one JSON line.
+"""Measure ONE (artifact, runtime, batch) in a fresh process and print one JSON line.
 
-    python -m bench.worker --artifact RUN/export/model.onnx --runtime ort-cuda --batch 1 --runs 200
+    python -m toolkit.runtimes.worker --artifact RUN/export/model.onnx --runtime ort-cuda --runs 200
 
-`toolkit bench` starts one worker per row so that peak resident memory belongs to that
-artifact alone. Only numpy and the runtime are imported for .onnx and .tflite files (no
-TensorFlow: it runs on a box with onnxruntime-gpu alone). ort-cuda times IO-bound runs: the
-input batch is copied to the GPU once and the output stays there, as an app on a GPU would.
-The line holds status ok, failed (with the reason) or unavailable (with the reason).
+`toolkit bench` (one worker per row) and the int8 recipe search of `toolkit export` (one per
+candidate) time artifacts this way, through `run_worker`, so that peak resident memory belongs to
+that artifact alone and no candidate inherits another's warm caches. Only numpy and the runtime
+are imported for .onnx and .tflite files (no TensorFlow: it runs on a box with onnxruntime-gpu
+alone). ort-cuda times IO-bound runs: the input batch is copied to the GPU once and the output
+stays there, as an app on a GPU would. The line holds status ok, failed (with the reason) or
+unavailable (with the reason).
 """
 
 from __future__ import annotations
@@ -15,14 +17,19 @@ import argparse
 import json
 import os
 import resource
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from bench.latency import Protocol, summarize, time_calls, timed_once
+from toolkit.runtimes import RuntimeOptions, RuntimeUnavailable, open_artifact
+from toolkit.runtimes.timing import Protocol, summarize, time_calls, timed_once
 
+MODULE = "toolkit.runtimes.worker"  # what `python -m` runs
+IMPORT_KERAS = "TOOLKIT_IMPORT_KERAS"  # "0": `import toolkit` leaves TensorFlow and Keras out
+WORKER_TIMEOUT_S = 900
 KERAS_RUNTIMES = ("keras",)  # the runtimes that need TensorFlow imported
 BOUND_RUNTIMES = ("ort-cuda",)  # timed with inputs and outputs bound on the device
 INPUT_SEED = 0
@@ -77,12 +84,6 @@ def measure(
         "status": "failed",
         "reason": None,
     }
-    if runtime not in KERAS_RUNTIMES and "toolkit" not in sys.modules:
-        os.environ["TOOLKIT_IMPORT_KERAS"] = "0"  # a fresh worker: keep TensorFlow out
-    try:
-        from toolkit.runtimes import RuntimeOptions, RuntimeUnavailable, open_artifact
-    except Exception as exc:  # noqa: BLE001  (a broken install is a failed row, not a crash)
-        return {**row, "reason": f"cannot import the runtime adapters: {one_line(exc)}"}
     row["rss_before_load_mb"] = round(peak_rss_mb(), 1)
     try:
         session, load_ms = timed_once(
@@ -105,7 +106,7 @@ def measure(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench.worker", description=__doc__)
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__)
     parser.add_argument("--artifact", type=Path, required=True, help=".keras, .onnx or .tflite")
     parser.add_argument("--runtime", required=True, help="keras, litert, ort-cpu or ort-cuda")
     parser.add_argument("--batch", type=int, default=1, help="images per call (default 1)")
@@ -133,5 +134,66 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def worker_command(
+    path: Path, runtime: str, batch: int, protocol: Protocol, threads: int | None
+) -> list[str]:
+    """The `python -m toolkit.runtimes.worker` argv that measures one row."""
+    argv = [sys.executable, "-m", MODULE, "--artifact", str(path), "--runtime", runtime]
+    argv += ["--batch", str(batch), "--warmup", str(protocol.warmup)]
+    argv += ["--runs", str(protocol.runs)] if protocol.runs is not None else []
+    argv += ["--seconds", str(protocol.seconds)] if protocol.seconds is not None else []
+    return argv + (["--threads", str(threads)] if threads is not None else [])
+
+
+def worker_env(runtime: str) -> dict[str, str]:
+    """This process's environment for a worker of `runtime`: TensorFlow only for Keras, and
+    this checkout importable."""
+    env = dict(os.environ)
+    env.pop(IMPORT_KERAS, None)
+    if runtime not in KERAS_RUNTIMES:
+        env[IMPORT_KERAS] = "0"
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    return env
+
+
+def run_worker(
+    path: Path,
+    runtime: str,
+    batch: int,
+    protocol: Protocol,
+    threads: int | None,
+    timeout_s: float = WORKER_TIMEOUT_S,
+) -> dict:
+    """One row measured in a fresh worker; a crash, a timeout or garbage is a failed row."""
+    argv = worker_command(path, runtime, batch, protocol, threads)
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout_s, env=worker_env(runtime)
+        )
+    except subprocess.TimeoutExpired:
+        return {"status": "failed", "reason": f"worker timed out after {timeout_s:.0f} s"}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode == 0 and lines:
+        try:
+            return json.loads(lines[-1])
+        except json.JSONDecodeError:
+            pass
+    how = f"signal {-done.returncode}" if done.returncode < 0 else f"exit code {done.returncode}"
+    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"status": "failed", "reason": f"worker crashed ({how}): {last}"}
+
+
+def _restart_without_keras(argv: list[str]) -> None:
+    """Started by hand for a non-Keras runtime, `import toolkit` brought TensorFlow in: exec
+    afresh without it, so that the memory figures are the runtime's alone."""
+    args = build_parser().parse_args(argv)
+    loaded = any(sys.modules.get(name) is not None for name in ("tensorflow", "keras"))
+    if args.runtime not in KERAS_RUNTIMES and loaded and os.environ.get(IMPORT_KERAS) != "0":
+        env = {**os.environ, IMPORT_KERAS: "0"}
+        os.execve(sys.executable, [sys.executable, "-m", MODULE, *argv], env)
+
+
 if __name__ == "__main__":
+    _restart_without_keras(sys.argv[1:])
     sys.exit(main())
