@@ -96,8 +96,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     files = {KERAS_FORMAT: run.path / MODEL_FILE}
     files |= {fmt: run.path / "export" / e["file"] for fmt, e in exported.items()}
     formats = _choose(args.formats, list(files), "formats")
-    metrics = run.path / "metrics.json"
-    macs = json.loads(metrics.read_text()).get("macs_per_image") if metrics.is_file() else None
+    macs = macs_per_image(run)
     threads = args.threads or os.cpu_count()
     return Plan(
         run_dir=run.path,
@@ -113,6 +112,20 @@ def make_plan(args: argparse.Namespace) -> Plan:
         data_spec=args.data,
         command=_command(args, runtimes, formats, batches, protocol, threads),
     )
+
+
+def macs_per_image(run) -> int:
+    """MACs per image of the run's model, counted now with `count_macs` rather than read from
+    metrics.json, whose figure is stale for runs trained before a counting fix."""
+    from toolkit.models import build_model, count_macs, preset_from_dict
+
+    try:
+        data = run.config["dataset"]
+        preset = preset_from_dict(run.config["preset"])
+        net = build_model(preset, tuple(data["image_shape"]), int(data["num_classes"]))
+    except (KeyError, TypeError):  # a config.json without the architecture: load the model
+        net = run.load_model()
+    return count_macs(net)
 
 
 def _command(args, runtimes, formats, batches, protocol: Protocol, threads) -> str:

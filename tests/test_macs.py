@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import keras
 import pytest
 
 import toolkit  # noqa: F401
+from bench.command import macs_per_image
+from bench.roofline import fraction
 from toolkit.models import MODELS, build_model, count_macs, get_preset
 from toolkit.models.presets import ShiftViTArch, ViTArch
 from toolkit.ops import MLP, PatchConv2D
+from toolkit.runfolder import Run
 
 CLASSES = 10
 
@@ -115,3 +120,32 @@ def test_an_uncounted_layer_holding_a_counted_one_is_an_error():
     model = keras.Model(inputs, _Wrapper(name="wrap")(inputs))
     with pytest.raises(TypeError, match="wrap.*Dense.*MAC_COUNTERS"):
         count_macs(model)
+
+
+def test_bench_counts_the_macs_of_the_runs_architecture_not_its_metrics_file(tmp_path):
+    """A metrics.json written before a counting fix must not reach bench's GMAC/s."""
+    preset = get_preset("shiftvit", "tiny")
+    (tmp_path / "metrics.json").write_text(json.dumps({"macs_per_image": 1}))
+    config = {
+        "preset": preset.to_dict(),
+        "dataset": {"image_shape": [20, 20, 3], "num_classes": CLASSES},
+    }
+    assert macs_per_image(Run(tmp_path, config)) == PINNED["shiftvit", "tiny"]
+
+
+RESULTS = sorted((Path(__file__).resolve().parents[1] / "bench" / "results").glob("bench*.json"))
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=[p.name for p in RESULTS])
+def test_committed_bench_results_use_the_hand_counted_macs(path):
+    """GMAC/s and roofline fractions in bench/results come from the corrected counts (the
+    committed runs are on the 10-class CIFAR-10 sample)."""
+    result = json.loads(path.read_text())
+    macs = PINNED[result["model"], result["preset"]]
+    peaks = {(p["runtime"], p["precision"]): p["peak_gmacs"] for p in result["roofline"]["peaks"]}
+    rows = [r for r in result["rows"] if r["status"] == "ok"]
+    assert rows
+    for row in rows:
+        assert row["macs_per_image"] == macs
+        assert row["gmacs"] == pytest.approx(macs * row["batch"] / (row["p50_ms"] * 1e6))
+        assert row.get("roofline_fraction") == pytest.approx(fraction(row, peaks))
