@@ -83,6 +83,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     batches = parse_batches(args.batch)
     runtimes = _choose(args.runtime, list(RUNTIMES), "runtime")
     run = open_run(args.run)
+    run.load_model()  # another program's model.keras is refused before any timing
     manifest_path = run.path / "export" / "model.json"
     if not manifest_path.is_file():
         raise UsageError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import zipfile
@@ -10,6 +11,16 @@ import numpy as np
 import pytest
 
 from cli.main import main
+from toolkit.data.shapes import CLASS_NAMES as SHAPES_CLASSES
+
+# what `toolkit train` writes into config.json that open_run checks
+RUN_CONFIG = json.dumps(
+    {
+        "options": {"model": "shiftvit", "preset": "tiny", "data": "shapes", "seed": 0},
+        "preset": {"arch": {"image_size": 32}},
+        "dataset": {"image_shape": [32, 32, 3], "num_classes": len(SHAPES_CLASSES)},
+    }
+)
 
 
 def _npz(path, **arrays):
@@ -29,11 +40,13 @@ def bad_inputs(tmp_path):
     (existing / "something").write_text("x")
     corrupt = tmp_path / "corrupt_run"
     corrupt.mkdir()
-    (corrupt / "config.json").write_text('{"options": {"data": "shapes", "seed": 0}}')
+    (corrupt / "config.json").write_text(RUN_CONFIG)
+    (corrupt / "labels.txt").write_text("\n".join(SHAPES_CLASSES) + "\n")
     (corrupt / "model.keras").write_bytes(b"not a zip")
     truncated = tmp_path / "truncated_run"
     truncated.mkdir()
-    (truncated / "config.json").write_text('{"options": {"data": "shapes", "seed": 0}}')
+    (truncated / "config.json").write_text(RUN_CONFIG)
+    (truncated / "labels.txt").write_text("\n".join(SHAPES_CLASSES) + "\n")
     with zipfile.ZipFile(truncated / "model.keras", "w") as zf:
         zf.writestr("config.json", "{")
     empty = tmp_path / "empty_folder"

@@ -17,6 +17,19 @@ HISTORY_FILE = "history.csv"
 METRICS_FILE = "metrics.json"
 LABELS_FILE = "labels.txt"
 CHECKPOINT_DIR = "checkpoint"
+EXPORT_DIR = "export"  # what `toolkit export` writes by default: artifacts and MANIFEST_FILE
+MANIFEST_FILE = "model.json"
+# config.json keys `toolkit train` writes that every later stage relies on: (path, what it is)
+REQUIRED_CONFIG = (
+    (("options", "model"), "the model name"),
+    (("options", "preset"), "the preset name"),
+    (("options", "data"), "the training data spec"),
+    (("options", "seed"), "the split seed"),
+    (("preset", "arch", "image_size"), "the model's image size"),
+    (("dataset", "image_shape"), "the input shape"),
+    (("dataset", "num_classes"), "the class count"),
+)
+FRONT_LAYERS = {"rescale": "Rescaling", "normalize": "Normalization"}  # preprocessing -> layer
 
 
 @dataclass(frozen=True)
@@ -30,9 +43,34 @@ class Run:
     def class_names(self) -> list[str]:
         return (self.path / LABELS_FILE).read_text().splitlines()
 
+    @property
+    def export_dir(self) -> Path:
+        """RUN/export: where `toolkit export` writes by default."""
+        return self.path / EXPORT_DIR
+
     def load_model(self) -> keras.Model:
-        """Load model.keras with safe_mode=True; a corrupt file is a UsageError."""
-        return load_keras_model(self.path / MODEL_FILE)
+        """Load model.keras with safe_mode=True and check it is the model config.json
+        describes; a corrupt file or another program's model is a UsageError."""
+        model = load_keras_model(self.path / MODEL_FILE)
+        check_model(self, model)
+        return model
+
+    def manifest(self) -> dict:
+        """RUN/export/model.json; UsageError saying how to create it when missing or unreadable."""
+        path = self.export_dir / MANIFEST_FILE
+        how = f"run `toolkit export {self.path} --format all` first"
+        if not path.is_file():
+            raise UsageError(f"{self.path} has no exported models ({path} not found): {how}")
+        try:
+            manifest = json.loads(path.read_text())
+            artifacts = manifest["artifacts"]
+            if not isinstance(artifacts, dict):
+                raise TypeError(f"artifacts is a {type(artifacts).__name__}, not an object")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"{path} is unreadable ({exc!r}): {how}") from exc
+        if not artifacts:
+            raise UsageError(f"{path} lists no artifacts: {how}")
+        return manifest
 
 
 def load_keras_model(path: Path) -> keras.Model:
@@ -74,4 +112,82 @@ def open_run(path: str | Path) -> Run:
             f"{path} has no {MODEL_FILE}: the run did not finish; continue it with "
             f"`toolkit train --out {path} --resume`"
         )
+    check_config(config_path, config)
     return Run(path=path, config=config)
+
+
+def _lookup(config: object, keys: tuple[str, ...]) -> object:
+    for key in keys:
+        if not isinstance(config, dict) or key not in config:
+            return None
+        config = config[key]
+    return config
+
+
+def _config_problem(config: dict) -> str | None:
+    """What keeps `config` from describing a toolkit model, or None."""
+    from toolkit.models import MODELS
+
+    for keys, what in REQUIRED_CONFIG:
+        if _lookup(config, keys) is None:
+            return f"no {'.'.join(keys)} ({what})"
+    model = config["options"]["model"]
+    if model not in MODELS:
+        return f"options.model '{model}' is not one of the toolkit's models ({', '.join(MODELS)})"
+    shape = config["dataset"]["image_shape"]
+    if not (isinstance(shape, list) and len(shape) == 3 and all(isinstance(d, int) for d in shape)):
+        return f"dataset.image_shape {shape!r} is not [height, width, channels]"
+    classes = config["dataset"]["num_classes"]
+    if not isinstance(classes, int) or classes < 1:
+        return f"dataset.num_classes {classes!r} is not a positive integer"
+    return None
+
+
+def check_config(config_path: Path, config: dict) -> None:
+    """UsageError unless config.json holds what `toolkit train` writes about the run's model:
+    the model name (one of the registry's), preset, data and seed, input shape and classes."""
+    problem = _config_problem(config)
+    if problem is not None:
+        raise UsageError(
+            f"{config_path} does not describe a toolkit model ({problem}): use a run folder "
+            "written by `toolkit train`, or train one with `toolkit train --model NAME`"
+        )
+
+
+def _model_problem(config: dict, model: keras.Model) -> str | None:
+    """How `model` differs from the toolkit model `config` describes, or None."""
+    from toolkit.models import MODELS
+
+    if len(model.inputs) != 1 or len(model.outputs) != 1:
+        return f"it has {len(model.inputs)} inputs and {len(model.outputs)} outputs, not 1 and 1"
+    shape = tuple(config["dataset"]["image_shape"])
+    if tuple(model.input_shape[1:]) != shape:
+        return f"it takes input {tuple(model.input_shape[1:])}, config.json says {shape}"
+    classes = config["dataset"]["num_classes"]
+    if tuple(model.output_shape[1:]) != (classes,):
+        return f"it outputs {tuple(model.output_shape[1:])}, not {classes} class logits"
+    kind = config.get("preprocessing") or MODELS[config["options"]["model"]].preprocessing
+    layers = [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)]
+    front = layers[0] if layers else None
+    wanted = FRONT_LAYERS.get(kind)
+    if front is None or front.name != kind or type(front).__name__ != wanted:
+        found = f"{type(front).__name__} '{front.name}'" if front is not None else "nothing"
+        return f"its first layer is {found}, not the toolkit's {wanted} '{kind}'"
+    size = int(config["preset"]["arch"]["image_size"])
+    if shape[:2] != (size, size) and not any(layer.name == "resize" for layer in layers):
+        return f"it has no Resizing layer from {shape[0]}x{shape[1]} to {size}x{size}"
+    return None
+
+
+def check_model(run: Run, model: keras.Model) -> None:
+    """UsageError unless `model` is the toolkit model the run's config.json describes: same
+    input shape and class count, and the toolkit's in-model preprocessing front."""
+    problem = _model_problem(run.config, model)
+    if problem is not None:
+        options = run.config["options"]
+        raise UsageError(
+            f"{run.path / MODEL_FILE} is not the {options['model']} model {CONFIG_FILE} "
+            f"describes ({problem}): use a model trained by `toolkit train`, e.g. "
+            f"`toolkit train --model {options['model']} --preset {options['preset']} "
+            f"--data {options['data']}`"
+        )

@@ -38,7 +38,8 @@ def verify_run(
     run = open_run(run_dir)
     chosen = check_runtimes(runtimes)
     op_names = check_ops(ops)
-    if level != "ops":  # bad export folder, --samples or data: fail before any work
+    if level != "ops":  # another program's model, bad export folder, --samples or data:
+        run.load_model()  # fail before any work
         _, manifest = read_export(run)
         data = test_images(run, samples)
     report: dict = {

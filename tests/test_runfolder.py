@@ -1,0 +1,110 @@
+"""The run folder: config.json must describe a toolkit model, and model.keras must be that model."""
+
+import json
+
+import keras
+import pytest
+
+from cli.main import main
+from toolkit.data import load_data
+from toolkit.errors import UsageError
+from toolkit.models import MODELS, build_model, get_preset
+from toolkit.runfolder import open_run
+
+DATA = "shapes:300"
+
+
+def _config(model: str = "shiftvit") -> dict:
+    """What `toolkit train` writes for a tiny run on DATA (the keys later stages read)."""
+    data = load_data(DATA)
+    return {
+        "options": {"model": model, "preset": "tiny", "data": DATA, "seed": 0},
+        "preset": get_preset(model, "tiny").to_dict(),
+        "dataset": {"image_shape": list(data.image_shape), "num_classes": data.num_classes},
+        "preprocessing": MODELS[model].preprocessing,
+    }, data
+
+
+def _run_folder(path, model: keras.Model, config: dict, class_names: list[str]):
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(config))
+    (path / "labels.txt").write_text("\n".join(class_names) + "\n")
+    model.save(path / "model.keras")
+    return path
+
+
+@pytest.fixture(scope="module")
+def foreign_run(tmp_path_factory):
+    """A Flatten + Dense model.keras of another program, beside a valid config.json."""
+    config, data = _config()
+    foreign = keras.Sequential(
+        [
+            keras.Input((32, 32, 3)),
+            keras.layers.Flatten(),
+            keras.layers.Dense(data.num_classes),
+        ]
+    )
+    root = tmp_path_factory.mktemp("foreign")
+    return _run_folder(root / "run", foreign, config, data.class_names)
+
+
+def test_a_toolkit_model_opens_and_loads(tmp_path):
+    config, data = _config("vit-lsa")
+    preset = get_preset("vit-lsa", "tiny")
+    model = build_model(preset, data.image_shape, data.num_classes)
+    run = open_run(_run_folder(tmp_path / "run", model, config, data.class_names))
+    assert run.load_model().output_shape == (None, data.num_classes)
+
+
+def test_another_programs_model_is_refused_naming_why(foreign_run):
+    run = open_run(foreign_run)  # config.json itself is fine
+    with pytest.raises(UsageError) as caught:
+        run.load_model()
+    message = str(caught.value)
+    assert "not the shiftvit model config.json describes" in message
+    assert "Flatten" in message and "Rescaling 'rescale'" in message
+    assert "toolkit train --model shiftvit" in message and "\n" not in message
+
+
+def test_a_model_of_other_classes_is_refused(tmp_path):
+    config, data = _config("vit-lsa")
+    model = build_model(get_preset("vit-lsa", "tiny"), data.image_shape, data.num_classes + 1)
+    run = open_run(_run_folder(tmp_path / "run", model, config, data.class_names))
+    with pytest.raises(UsageError, match=rf"not {data.num_classes} class logits"):
+        run.load_model()
+
+
+@pytest.mark.parametrize(
+    "command", (["eval"], ["export", "--format", "onnx"], ["verify"], ["bench"])
+)
+def test_commands_refuse_another_programs_model_in_one_line(foreign_run, command, capsys):
+    argv = [command[0], str(foreign_run), *command[1:]]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("toolkit: error: ") and "\n" not in err
+    assert "not the shiftvit model" in err
+    assert not (foreign_run / "export").exists()
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (lambda c: c.pop("dataset"), "no dataset.image_shape"),
+        (lambda c: c["options"].pop("preset"), "no options.preset"),
+        (lambda c: c["options"].update(model="resnet"), "'resnet' is not one of"),
+        (lambda c: c["dataset"].update(image_shape=[32, 32]), "not [height, width, channels]"),
+        (lambda c: c["dataset"].update(num_classes=0), "not a positive integer"),
+    ],
+)
+def test_a_config_that_does_not_describe_a_toolkit_model_is_refused(
+    foreign_run, tmp_path, edit, named
+):
+    config = json.loads((foreign_run / "config.json").read_text())
+    edit(config)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(config))
+    (run / "model.keras").write_bytes((foreign_run / "model.keras").read_bytes())
+    with pytest.raises(UsageError, match="does not describe a toolkit model") as caught:
+        open_run(run)
+    assert named in str(caught.value) and "toolkit train" in str(caught.value)
