@@ -1,8 +1,8 @@
 """Where the time goes inside one artifact: per-op-type time (ONNX Runtime) or which ops
 XNNPACK takes and which fall back to LiteRT's own kernels (LiteRT).
 
-    python -m bench.op_profile RUN/export/model_int8.onnx [--runs 50] [--threads 2]
-    python -m bench.op_profile RUN/export/model_int8.tflite
+    python -m bench.studies.op_profile RUN/export/model_int8.onnx [--runs 50] [--threads 2]
+    python -m bench.studies.op_profile RUN/export/model_int8.tflite
 
 ONNX Runtime: SessionOptions.enable_profiling, node events summed per op type and divided by
 the runs. LiteRT's Python API has no op profiler (that is the C++ benchmark_model's
@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from bench.worker import input_batch
+os.environ.setdefault("TOOLKIT_IMPORT_KERAS", "0")  # profile the runtime, without TensorFlow
+
+from toolkit.runtimes.worker import input_batch  # noqa: E402
 
 
 def ort_profile(path: Path, runs: int, threads: int | None, batch: int = 1) -> list[tuple]:

@@ -16,7 +16,7 @@ changes needed for the math to equal the toolkit's seed presets:
 * The ViT is compiled with the warmup-cosine schedule the example builds but never uses.
 * "gelu" is Keras' exact (erf) gelu, the same function as the toolkit's.
 
-Used only by bench/train_throughput.py; the toolkit never imports it.
+Used only by bench/studies/train_throughput.py; the toolkit never imports it.
 """
 
 from __future__ import annotations

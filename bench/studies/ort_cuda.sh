@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # ONNX Runtime CUDA latency and CUDA-vs-CPU agreement of exported .onnx files, on a GPU box that
-# has onnxruntime-gpu and numpy but not necessarily TensorFlow (the bench worker never imports it).
+# has onnxruntime-gpu and numpy but not necessarily TensorFlow (the timing worker never imports it).
 #
-#   bash bench/ort_cuda.sh MODELS_DIR TEST_NPZ OUT_DIR
+#   bash bench/studies/ort_cuda.sh MODELS_DIR TEST_NPZ OUT_DIR
 #
 # MODELS_DIR holds NAME.onnx files; TEST_NPZ has x (N,H,W,3 uint8) and y (N,) labels (a run's test
-# split); OUT_DIR gets gpu_info.txt, gpu_latency.jsonl (one bench.worker row per line) and
+# split); OUT_DIR gets gpu_info.txt, gpu_latency.jsonl (one toolkit.runtimes.worker row per line) and
 # gpu_accuracy.txt. Results of the run on an H100: bench/results/ort_cuda_h100.md.
 set -u
 models=$1 test_npz=$2 out=$3
@@ -16,9 +16,9 @@ lscpu | grep "Model name" | tee -a "$out/gpu_info.txt"
 python3 -c "import onnxruntime as o, numpy, sys; print('onnxruntime', o.__version__, o.get_available_providers(), 'numpy', numpy.__version__, 'python', sys.version.split()[0])" | tee -a "$out/gpu_info.txt"
 for model in "$models"/*.onnx; do
   for batch in 1 32 256; do
-    python3 -m bench.worker --artifact "$model" --runtime ort-cuda --batch $batch --warmup 20 --seconds 3 | tee -a "$out/gpu_latency.jsonl"
+    python3 -m toolkit.runtimes.worker --artifact "$model" --runtime ort-cuda --batch $batch --warmup 20 --seconds 3 | tee -a "$out/gpu_latency.jsonl"
   done
-  python3 -m bench.worker --artifact "$model" --runtime ort-cpu --batch 1 --warmup 10 --seconds 3 | tee -a "$out/gpu_latency.jsonl"
+  python3 -m toolkit.runtimes.worker --artifact "$model" --runtime ort-cpu --batch 1 --warmup 10 --seconds 3 | tee -a "$out/gpu_latency.jsonl"
 done
 python3 - "$models" "$test_npz" <<'PY' | tee "$out/gpu_accuracy.txt"
 import sys

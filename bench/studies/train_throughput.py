@@ -1,16 +1,17 @@
 """Training throughput (images/s) of the seed ShiftViT and ViT presets beside a keras.io port.
 
-    python -m bench.train_throughput [--models shiftvit,vit-lsa] [--steps N] [--warmup N]
+    python -m bench.studies.train_throughput [--models shiftvit,vit-lsa] [--steps N] [--warmup N]
         [--batch-size N] [--rounds N] [--retries N] [--variants]
         [--json FILE] [--md FILE]
 
 For each model it trains, on synthetic CIFAR-shaped uint8 data (batch * steps images, random
 labels):
 
-* "keras.io port": bench/keras_io_port.py, the examples' structure with the math corrected to
-  equal ours; augmentation inside the model, fed by shuffle -> batch -> prefetch.
-* "toolkit": build_model() + the toolkit's tf.data pipeline (augmentation in a parallel map),
-  compiled as `toolkit train` compiles (jit_compile=False).
+* "keras.io port": bench/studies/keras_io_port.py, the examples' structure with the math
+  corrected to equal ours; augmentation inside the model, fed by shuffle -> batch -> prefetch.
+* "toolkit": the toolkit's own training code: build_model(), toolkit.data.train_dataset (the
+  tf.data pipeline, augmentation in a parallel map) and toolkit.training.train.compile_model,
+  as `toolkit train` runs them (jit_compile=False).
 * "toolkit --jit": the same with jit_compile=True (XLA), as `toolkit train --jit`.
 
 --variants adds rows that separate where a difference comes from: "toolkit model, keras.io
@@ -43,39 +44,21 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from bench import keras_io_port as port  # noqa: E402
 from bench.machine import cpu_model  # noqa: E402
+from bench.studies import keras_io_port as port  # noqa: E402
+from toolkit.data import train_dataset  # noqa: E402
 from toolkit.models import build_model, channel_stats, get_preset  # noqa: E402
-from toolkit.training.schedule import WarmupCosine  # noqa: E402
+from toolkit.training.train import compile_model  # noqa: E402
 from toolkit.versions import versions  # noqa: E402
 
 INPUT_SHAPE = (32, 32, 3)
 NUM_CLASSES = {"shiftvit": 10, "vit-lsa": 100, "vit": 100}
 TRAIN_IMAGES = {"shiftvit": 40_000, "vit-lsa": 50_000, "vit": 50_000}  # sizes the LR schedule
 PORT = "keras.io port"
+TOOLKIT_PIPELINE = "toolkit.data.train_dataset"
 CORES = os.cpu_count() or 1
 QUIET = 0.10  # a timing segment counts as undisturbed when others used <= 10% of the CPU
 ANALYSIS_MARKER = "<!-- analysis: kept when the script rewrites this file -->"
-
-
-def _toolkit_pipeline():
-    """toolkit.data.train_dataset, or an equivalent local pipeline if it cannot be imported."""
-    try:
-        from toolkit.data import train_dataset
-
-        return train_dataset, "toolkit.data.train_dataset"
-    except ImportError:  # the data layer is being written elsewhere: same structure, here
-        return _fallback_train_dataset, "bench fallback (shuffle, batch, parallel map, prefetch)"
-
-
-def _fallback_train_dataset(x, y, batch_size, aug, seed=0):
-    from toolkit.data.augment import augment_fn
-
-    fn = augment_fn(aug, int(x.shape[1]), seed)
-    ds = tf.data.Dataset.from_tensor_slices((x, np.asarray(y, np.int64)))
-    ds = ds.shuffle(len(x), seed=seed).batch(batch_size)
-    ds = ds.map(lambda a, b: (fn(tf.cast(a, tf.float32)), b), num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.prefetch(tf.data.AUTOTUNE)
 
 
 @dataclass
@@ -163,27 +146,6 @@ def _trainable(model: keras.Model) -> int:
     return int(sum(math.prod(w.shape) for w in model.trainable_weights))
 
 
-def _compile_toolkit(model, preset, steps_per_epoch: int, jit: bool) -> None:
-    """As toolkit/training/train.py `_compile`: AdamW(WarmupCosine), sparse CE, top-1/top-5."""
-    recipe = preset.train
-    total = steps_per_epoch * recipe.epochs
-    schedule = WarmupCosine(
-        lr_start=recipe.lr_start,
-        lr_max=recipe.lr_max,
-        warmup_steps=int(total * recipe.warmup_fraction),
-        total_steps=total,
-    )
-    model.compile(
-        optimizer=keras.optimizers.AdamW(learning_rate=schedule, weight_decay=recipe.weight_decay),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=[
-            keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
-            keras.metrics.SparseTopKCategoricalAccuracy(5, name="top5"),
-        ],
-        jit_compile=jit,
-    )
-
-
 def _compile_port(model, preset, steps_per_epoch: int) -> None:
     recipe = preset.train
     total = steps_per_epoch * recipe.epochs
@@ -220,16 +182,15 @@ def _plan(name: str, batch: int, steps: int, variants: bool):
     y = rng.integers(0, NUM_CLASSES[name], n).astype(np.int64)
     steps_per_epoch = math.ceil(TRAIN_IMAGES[name] / batch)
     norm = channel_stats(x) if name != "shiftvit" else None
-    train_dataset, pipeline_name = _toolkit_pipeline()
     aug = preset.train.augmentation
     in_model = "shuffle(512), batch, prefetch; augmentation inside the model"
 
     def ours(jit: bool, augmentation=aug, note=""):
         def make():
             model = build_model(preset, INPUT_SHAPE, NUM_CLASSES[name], norm_stats=norm)
-            _compile_toolkit(model, preset, steps_per_epoch, jit)
+            compile_model(model, preset, steps_per_epoch, jit)
             ds = train_dataset(x, y, batch, augmentation, 0).repeat()
-            return model, ds, pipeline_name + note
+            return model, ds, TOOLKIT_PIPELINE + note
 
         return make
 
@@ -243,7 +204,7 @@ def _plan(name: str, batch: int, steps: int, variants: bool):
 
     def ours_in_model_aug():
         model = _ours_behind_keras_io_aug(name, preset, x, norm)
-        _compile_toolkit(model, preset, steps_per_epoch, False)
+        compile_model(model, preset, steps_per_epoch, False)
         return model, port.keras_io_dataset(x, y, batch).repeat(), in_model
 
     plan = [(PORT, the_port), ("toolkit", ours(False)), ("toolkit --jit", ours(True))]
@@ -408,7 +369,9 @@ def markdown(report: dict, runs: list[Run]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.train_throughput", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.studies.train_throughput", description=__doc__
+    )
     parser.add_argument("--models", default="shiftvit,vit-lsa")
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=2)
@@ -433,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.steps, args.warmup, args.batch_size, args.rounds) < 1 or args.retries < 0:
         parser.error("--steps, --warmup, --batch-size, --rounds must be >= 1, --retries >= 0")
 
-    command = "python -m bench.train_throughput " + shlex.join(
+    command = "python -m bench.studies.train_throughput " + shlex.join(
         sys.argv[1:] if argv is None else argv
     )
     report = {

@@ -1,6 +1,6 @@
 """Repeatability: the p50 of each row in two bench.json files, and how far apart they are.
 
-python -m bench.compare RUN/bench.json OTHER/bench.json [--tolerance 0.10]
+python -m bench.studies.compare RUN/bench.json OTHER/bench.json [--tolerance 0.10]
 """
 
 from __future__ import annotations

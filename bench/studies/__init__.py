@@ -1,0 +1,12 @@
+"""Measurement studies: scripts that produced the records in bench/results/, not the product.
+
+`toolkit bench` is the product (bench/command.py, bench/suite.py). These answer one question
+each and are run by hand, so they may import TensorFlow, the exporters and each other freely:
+
+    python -m bench.studies.train_throughput   # training images/s: toolkit vs a keras.io port
+    python -m bench.studies.compare A/bench.json B/bench.json   # repeatability, row by row
+    python -m bench.studies.op_profile RUN/export/model_int8.onnx   # time per op type
+    bash bench/studies/ort_cuda.sh MODELS_DIR TEST_NPZ OUT_DIR   # ORT CUDA on a GPU box
+
+keras_io_port.py is the baseline train_throughput compares against; nothing else imports it.
+"""
