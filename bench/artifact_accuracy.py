@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.data import load_data
 from toolkit.errors import UsageError
+from toolkit.rundata import load_run_data
 from toolkit.runfolder import MODEL_FILE, open_run
 from toolkit.runtimes import open_artifact, run_in_chunks
 
@@ -26,9 +26,9 @@ def _logits(path: Path, images: np.ndarray, batch: int) -> np.ndarray:
 
 
 def test_split(run_dir: Path, data_spec: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """float32 images and labels of the test split of the run's data (or `data_spec`)."""
-    options = open_run(run_dir).config["options"]
-    data = load_data(data_spec or options["data"], seed=options["seed"])
+    """float32 images and labels of the test split of the run's data (or `data_spec`, which
+    must have the run's classes)."""
+    data, _ = load_run_data(open_run(run_dir), data_spec)
     return data.x_test.astype(np.float32), data.y_test
 
 

@@ -11,7 +11,7 @@ import os
 import shlex
 from pathlib import Path
 
-from bench.suite import KERAS_FORMAT, Artifact, Plan, run_suite
+from bench.suite import ACCURACY_CACHE, KERAS_FORMAT, Artifact, Plan, run_suite
 from toolkit.errors import UsageError
 from toolkit.runtimes.timing import Protocol
 
@@ -76,6 +76,8 @@ def _protocol(args: argparse.Namespace) -> Protocol:
 
 def make_plan(args: argparse.Namespace) -> Plan:
     """Check every argument and the run folder; nothing is written before this succeeds."""
+    from toolkit import atomic
+    from toolkit.rundata import load_run_data
     from toolkit.runfolder import MODEL_FILE, open_run
     from toolkit.runtimes import RUNTIMES
 
@@ -84,6 +86,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
     runtimes = _choose(args.runtime, list(RUNTIMES), "runtime")
     run = open_run(args.run)
     run.load_model()  # another program's model.keras is refused before any timing
+    for name in (*OUTPUTS, ACCURACY_CACHE):  # the results must not be lost after the work
+        atomic.check_writable(run.path / name, hint="copy the run folder to a writable place")
     manifest_path = run.path / "export" / "model.json"
     if not manifest_path.is_file():
         raise UsageError(
@@ -97,6 +101,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
     files = {KERAS_FORMAT: run.path / MODEL_FILE}
     files |= {fmt: run.path / "export" / e["file"] for fmt, e in exported.items()}
     formats = _choose(args.formats, list(files), "formats")
+    if args.data:  # other classes than the run's would score top-1 against the wrong names
+        load_run_data(run, args.data)
     macs = macs_per_image(run)
     threads = args.threads or os.cpu_count()
     return Plan(

@@ -12,6 +12,7 @@ from export.verify import verify_run
 from export.verify.command import print_report
 from toolkit import atomic
 from toolkit.data import load_data
+from toolkit.errors import UsageError
 from toolkit.evaluate import evaluate_run
 from toolkit.training.train import TrainOptions, train
 
@@ -29,6 +30,12 @@ def run_demo(
     """
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     root = Path(out) if out is not None else Path("runs") / f"demo-{stamp}"
+    for run_dir in (root / model for model in DEMO_MODELS):  # new and writable, before work
+        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+            raise UsageError(f"{run_dir} already exists: pass another --out")
+        atomic.check_writable(
+            run_dir / "config.json", "--out", "pass --out DIR in a writable place"
+        )
     calib_samples = min(500, len(load_data(data).y_train))
     passed = True
     for model in DEMO_MODELS:

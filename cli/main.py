@@ -24,35 +24,42 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_train(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="shiftvit, vit-lsa or vit")
-    p.add_argument("--preset", default="tiny", help="seed, small or tiny (default tiny)")
-    p.add_argument(
-        "--data", default="shapes", help="cifar10, cifar100, npz:PATH, folder:PATH, shapes"
-    )
-    p.add_argument("--epochs", type=int, help="default: the preset's")
+    # Defaults are TrainOptions' (None here means "not given"): a resumed run keeps its own.
+    p.add_argument("--model", help="shiftvit, vit-lsa or vit (with --resume: the run's)")
+    p.add_argument("--preset", help="seed, small or tiny (default tiny)")
+    p.add_argument("--data", help="cifar10, cifar100, npz:PATH, folder:PATH, shapes (default)")
+    p.add_argument("--epochs", type=int, help="default: the preset's; with --resume: the new total")
     p.add_argument("--batch-size", type=int, help="default: the preset's")
     p.add_argument("--out", type=Path, help="run folder (default runs/<model>-<preset>-<time>)")
-    p.add_argument("--precision", default="float32", help="float32, mixed_float16, mixed_bfloat16")
-    p.add_argument("--jit", action="store_true", help="compile the train step with XLA")
-    p.add_argument("--strategy", default="default", help="default or mirrored (all GPUs)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out")
-    p.add_argument("--seed", type=int, default=0, help="data split, shuffling and init seed")
+    p.add_argument("--precision", help="float32 (default), mixed_float16, mixed_bfloat16")
+    p.add_argument("--jit", action="store_true", default=None, help="compile the train step (XLA)")
+    p.add_argument("--strategy", help="default (default) or mirrored (all GPUs)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the unfinished run in --out with its settings (--epochs, --jit and "
+        "--strategy may change)",
+    )
+    p.add_argument("--seed", type=int, help="data split, shuffling and init seed (default 0)")
 
 
 def _run_train(args: argparse.Namespace) -> int:
-    from toolkit.training.train import TrainOptions, train
+    from dataclasses import fields
 
-    options = TrainOptions(
-        model=args.model,
-        preset=args.preset,
-        data=args.data,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        precision=args.precision,
-        jit=args.jit,
-        strategy=args.strategy,
-        seed=args.seed,
-    )
+    from toolkit.training.train import TrainOptions, resume_options, train
+
+    given = {f.name: getattr(args, f.name) for f in fields(TrainOptions)}  # None: not given
+    if args.resume:
+        if args.out is None:
+            raise UsageError("--resume needs --out: the run folder to continue")
+        options = resume_options(args.out, given)
+    elif args.model is None:
+        raise UsageError(
+            "--model is required for a new run: shiftvit, vit-lsa or vit "
+            "(or continue a run with --out RUN --resume)"
+        )
+    else:
+        options = TrainOptions(**{k: v for k, v in given.items() if v is not None})
     out = train(options, out=args.out, resume=args.resume)
     metrics = json.loads((out / "metrics.json").read_text())
     print(f"run folder: {out}")
@@ -139,9 +146,28 @@ def _run_bench(args: argparse.Namespace) -> int:
     return command.run(args)
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
 def _add_presets(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--classes", type=int, default=10, help="number of classes (default 10)")
-    p.add_argument("--resolution", type=int, default=32, help="input image size (default 32)")
+    p.add_argument(
+        "--classes", type=_positive_int, default=10, help="number of classes (default 10)"
+    )
+    p.add_argument(
+        "--resolution",
+        type=_positive_int,
+        default=32,
+        help="input image size (default 32); any positive size fits: each model resizes its "
+        "input to its preset's image size (a multiple of the patch size) before the patches",
+    )
 
 
 def _run_presets(args: argparse.Namespace) -> int:
@@ -249,7 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         command = argv[0] if argv and argv[0] in COMMANDS else None
-        args = build_parser(command).parse_args(argv)
+        args, unknown = build_parser(command).parse_known_args(argv)
+        if unknown:  # name the sub-command's help, whose options the user was typing
+            raise UsageError(
+                f"unrecognized arguments: {' '.join(unknown)} (see `toolkit {args.command} --help`)"
+            )
         return COMMANDS[args.command].run(args)
     except UsageError as exc:
         print(f"toolkit: error: {exc}", file=sys.stderr)

@@ -22,8 +22,8 @@ from export.onnx import fp32_onnx
 from export.onnx_int8 import OnnxRecipe, onnx_int8_bytes
 from export.source import ExportSource
 from export.tflite import FP32, INT8, Recipe, tflite_bytes
-from toolkit.data import load_data
 from toolkit.errors import UsageError, first_line
+from toolkit.rundata import load_run_data
 from toolkit.runtimes import open_artifact, run_in_chunks
 from toolkit.runtimes.base import RuntimeOptions
 from toolkit.runtimes.timing import Protocol
@@ -111,12 +111,9 @@ def validation_split(src: ExportSource) -> tuple[np.ndarray, np.ndarray]:
     """float32 images and labels of the validation split of the run's own data."""
 
     def load() -> tuple[np.ndarray, np.ndarray]:
-        options = src.run.config.get("options") or {}
-        if not options.get("data"):
-            raise UsageError(f"{src.run.path}/config.json names no data: no validation split")
-        data = load_data(options["data"], seed=int(options.get("seed", 0)))
+        data, spec = load_run_data(src.run)
         if len(data.y_val) == 0:
-            raise UsageError(f"data {options['data']} has an empty validation split")
+            raise UsageError(f"data {spec} has an empty validation split")
         return data.x_val.astype(np.float32), np.asarray(data.y_val)
 
     return src.memo("validation_split", load)

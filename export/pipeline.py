@@ -16,7 +16,7 @@ from export.formats import (
     parse_formats,
 )
 from export.int8_search import check_budget, search
-from export.manifest import artifact_entry, header, update_manifest
+from export.manifest import LABELS_FILE, MANIFEST_FILE, artifact_entry, header, update_manifest
 from export.onnx import MAX_OPSET, MIN_OPSET
 from export.source import ExportSource, open_source
 from export.validate import RUNTIMES
@@ -54,9 +54,13 @@ def export_run(
     opset = _check_opset(DEFAULT_OPSET if opset is None else opset)
     samples = _check_samples(DEFAULT_CALIB_SAMPLES if calib_samples is None else calib_samples)
     run = open_run(run_dir)
+    flag = "--out" if out is not None else ""
     out = Path(out) if out is not None else run.path / EXPORT_DIR
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file: pass a folder for the exported models")
+    written = [out / FORMATS[n].filename for n in names] + [out / MANIFEST_FILE, out / LABELS_FILE]
+    for path in written:  # before any conversion: a path that cannot be written is bad input
+        atomic.check_writable(path, flag, hint="pass --out DIR in a writable place")
     model = run.load_model()
     calib_data = calib_data or (run.config.get("options") or {}).get("data")
     options = dict(opset=opset, calib_data=calib_data, calib_samples=samples)
@@ -66,6 +70,8 @@ def export_run(
             src.calibration  # noqa: B018  (load now: bad calibration data is a UsageError)
         created = not out.exists()
         out.mkdir(parents=True, exist_ok=True)
+        for path in written:  # temp files of an export that was killed
+            atomic.remove_stale_temps(path)
         manifest: dict = {}
         try:
             for name in names:

@@ -1,16 +1,66 @@
 """Atomic file writes: a temp file in the target's folder, then a rename.
 
-An interrupted write never leaves a file that looks valid, nor replaces a good one.
+An interrupted write never leaves a file that looks valid, nor replaces a good one; a killed
+one leaves a hidden `.NAME.XXXXXXXX.SUFFIX` temp file, which `remove_stale_temps` deletes.
+`check_writable` tells, before long work starts, whether a target can be written at all.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from toolkit.errors import UsageError
+
+
+def _temp_prefix(target: Path) -> str:
+    return f".{target.name}."
+
+
+def check_writable(target: str | Path, flag: str = "", hint: str = "pass another path") -> Path:
+    """UsageError (one line ending in `hint`) unless a file can be written at `target`.
+
+    Its folder must be a folder, or creatable (the nearest existing ancestor a folder), `target`
+    must not be a folder, and a temp file must be creatable in that folder; nothing is left.
+    """
+    target = Path(target)
+    name = f"{flag} {target}" if flag else str(target)
+    if target.is_dir():
+        raise UsageError(f"cannot write {name}: it is a folder; remove or rename it, or {hint}")
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"cannot write {name}: {folder} is a file, not a folder; {hint}")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".toolkit-write-check.", dir=folder)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UsageError(
+            f"cannot write {name}: {folder} is not writable ({reason}); {hint}"
+        ) from exc
+    os.close(fd)
+    os.unlink(probe)
+    return target
+
+
+def remove_stale_temps(target: str | Path, suffix: str | None = None) -> list[Path]:
+    """Delete the temp files an interrupted `atomic_path(target)` left beside `target`."""
+    target = Path(target)
+    if not target.parent.is_dir():
+        return []
+    pattern = re.compile(
+        re.escape(_temp_prefix(target)) + r"[A-Za-z0-9_]{8}" + re.escape(suffix or target.suffix)
+    )
+    stale = [p for p in target.parent.iterdir() if pattern.fullmatch(p.name) and p.is_file()]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
 
 
 @contextmanager
@@ -18,7 +68,7 @@ def atomic_path(target: str | Path, suffix: str | None = None) -> Iterator[Path]
     """Yield a temp path beside `target`; rename it onto `target` only if the block succeeds."""
     target = Path(target)
     fd, tmp = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=suffix or target.suffix, dir=target.parent
+        prefix=_temp_prefix(target), suffix=suffix or target.suffix, dir=target.parent
     )
     os.close(fd)
     tmp_path = Path(tmp)

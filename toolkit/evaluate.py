@@ -7,8 +7,9 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from toolkit.data import check_labels, eval_dataset, load_data
+from toolkit.data import check_labels, eval_dataset
 from toolkit.errors import UsageError
+from toolkit.rundata import load_run_data
 from toolkit.runfolder import open_run
 
 
@@ -28,9 +29,7 @@ def evaluate_model(model: keras.Model, x: np.ndarray, y: np.ndarray, batch_size:
 def evaluate_run(run_dir: str | Path, data_spec: str | None = None, batch_size: int = 256) -> dict:
     """Evaluate RUN/model.keras on the test split of `data_spec` (default: the run's data)."""
     run = open_run(run_dir)
-    options = run.config["options"]
-    spec = data_spec or options["data"]
-    data = load_data(spec, seed=options["seed"])
+    data, spec = load_run_data(run, data_spec)
     model = run.load_model()
     expected = tuple(model.input_shape[1:])
     if tuple(data.image_shape) != expected:

@@ -83,8 +83,7 @@ def _tolerances(args: argparse.Namespace) -> Tolerances:
 
 def _json_path(args: argparse.Namespace) -> Path:
     path = args.json if args.json is not None else args.run / REPORT_FILE
-    if path.is_dir():
-        raise UsageError(f"--json {path} is a folder: pass a file name")
+    atomic.check_writable(path, "--json", "pass --json FILE in a writable folder")
     if not path.parent.is_dir():
         raise UsageError(f"--json {path}: folder {path.parent} does not exist")
     return path

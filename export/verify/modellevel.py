@@ -17,8 +17,8 @@ from export.verify.metrics import compare_logits
 from export.verify.modelrules import format_rules, judge_model, rule_for
 from export.verify.oplevel import check_runtimes
 from export.verify.tolerance import DEFAULT_TOLERANCES, Tolerances
-from toolkit.data import load_data
 from toolkit.errors import UsageError, first_line
+from toolkit.rundata import load_run_data
 from toolkit.runfolder import MODEL_FILE, Run
 from toolkit.runtimes import RUNTIMES, run_in_chunks
 
@@ -46,11 +46,7 @@ def test_images(run: Run, samples: int | None) -> tuple[np.ndarray, np.ndarray, 
     """The first `samples` (default all) test images of the run's data, float32 0-255."""
     if samples is not None and samples < 1:
         raise UsageError(f"--samples must be a positive integer, got {samples}")
-    options = run.config.get("options") or {}
-    spec = options.get("data")
-    if not spec:
-        raise UsageError(f"{run.path}/config.json names no data: the run folder is incomplete")
-    data = load_data(spec, seed=int(options.get("seed", 0)))
+    data, spec = load_run_data(run)
     count = len(data.x_test) if samples is None else min(samples, len(data.x_test))
     return data.x_test[:count].astype(np.float32), data.y_test[:count], spec
 

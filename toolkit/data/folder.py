@@ -1,18 +1,26 @@
-"""`folder:PATH[@SIZE]`: one subfolder of images per class, resized to SIZE x SIZE."""
+"""`folder:PATH[@SIZE]`: one subfolder of images per class, resized to SIZE x SIZE.
+
+Hidden files and folders (a name starting with '.', e.g. `.ipynb_checkpoints/`) are skipped.
+Images that cannot be read or decoded are skipped too, with one warning on stderr giving their
+count and naming the first few; a class left with no image, or too few images overall, is an
+error. The split is seeded on the images that remain.
+"""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from toolkit.data.dataset import Dataset
-from toolkit.data.images import IMAGE_SUFFIXES, load_images
+from toolkit.data.images import IMAGE_SUFFIXES, load_image
 from toolkit.data.split import require_images, split_dataset
 from toolkit.errors import UsageError
 
 DEFAULT_SIZE = 32
 LAYOUT = "expected PATH/<class_name>/<image>.png|jpg"
+NAMED_BAD = 3  # undecodable files named in the warning
 
 
 def load_folder(arg: str | None, seed: int = 0) -> Dataset:
@@ -48,9 +56,39 @@ def load_folder(arg: str | None, seed: int = 0) -> Dataset:
         paths += files
         labels += [label] * len(files)
     require_images(f"folder {path}", len(paths))  # before decoding anything
-    x = load_images(paths, size)
-    y = np.asarray(labels, np.int64)
+    x, y = _decode(path, paths, labels, size)
+    for label, class_dir in enumerate(class_dirs):
+        if not np.any(y == label):
+            raise UsageError(
+                f"class folder {class_dir} has no image that can be decoded: "
+                "fix its images or remove the folder"
+            )
+    require_images(f"folder {path}", len(y))
     return split_dataset(path.name, x, y, [d.name for d in class_dirs], seed)
+
+
+def _decode(
+    root: Path, paths: list[Path], labels: list[int], size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Decode every image; those that fail are skipped and reported in one warning."""
+    images, kept, bad = [], [], []
+    for file, label in zip(paths, labels, strict=True):
+        try:
+            images.append(load_image(file, size))
+        except UsageError:  # unreadable or not an image
+            bad.append(file)
+            continue
+        kept.append(label)
+    if bad:
+        named = ", ".join(str(p.relative_to(root)) for p in bad[:NAMED_BAD])
+        more = f" and {len(bad) - NAMED_BAD} more" if len(bad) > NAMED_BAD else ""
+        print(
+            f"toolkit: warning: skipped {len(bad)} of {len(paths)} images in {root} that "
+            f"cannot be read or decoded: {named}{more}",
+            file=sys.stderr,
+        )
+    x = np.stack(images) if images else np.zeros((0, size, size, 3), np.uint8)
+    return x, np.asarray(kept, np.int64)
 
 
 def _parse(arg: str) -> tuple[Path, int]:
@@ -66,9 +104,11 @@ def _parse(arg: str) -> tuple[Path, int]:
 
 
 def _image_files(class_dir: Path) -> list[Path]:
-    """Image files under `class_dir` (recursive, sorted), hidden files skipped."""
+    """Image files under `class_dir` (recursive, sorted), hidden files and folders skipped."""
     return sorted(
         p
         for p in class_dir.rglob("*")
-        if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith(".")
+        if p.suffix.lower() in IMAGE_SUFFIXES
+        and not any(part.startswith(".") for part in p.relative_to(class_dir).parts)
+        and p.is_file()
     )

@@ -97,7 +97,10 @@ def _labels(y: np.ndarray, path: Path) -> np.ndarray:
 
 
 def _class_names(names: np.ndarray | None, y: np.ndarray, path: Path) -> list[str]:
-    """Stored names, CIFAR-10 names for the CIFAR-10 sample, else "0".."K-1"."""
+    """Stored names, CIFAR-10 names for the CIFAR-10 sample, else "0".."K-1".
+
+    Without stored names every label 0..K-1 must have an image (UsageError otherwise).
+    """
     k = int(y.max()) + 1 if y.size else 0
     if names is not None:
         names = [str(n) for n in np.asarray(names).reshape(-1)]
@@ -107,6 +110,14 @@ def _class_names(names: np.ndarray | None, y: np.ndarray, path: Path) -> list[st
                 f"{k - 1}; store one name per class"
             )
         return names
+    missing = np.setdiff1d(np.arange(k), y)
+    if missing.size:  # e.g. labels 1..10: without names, a gap is almost always a mistake
+        shown = ", ".join(str(i) for i in missing[:5]) + (", ..." if missing.size > 5 else "")
+        raise UsageError(
+            f"npz file {path}: y has no image of {missing.size} of the labels 0..{k - 1} "
+            f"({shown}), so the model would get {missing.size} classes it never sees: relabel "
+            f"y to 0..{k - missing.size - 1}, or store class_names (one per index) to keep them"
+        )
     stem = path.name.lower().replace("-", "").replace("_", "")
     if k == 10 and "cifar10" in stem and "cifar100" not in stem:
         return list(CIFAR10_CLASSES)

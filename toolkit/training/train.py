@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,8 +43,8 @@ class TrainOptions:
     """Everything `toolkit train` takes; written to config.json so a run can be rebuilt."""
 
     model: str
-    preset: str
-    data: str
+    preset: str = "tiny"
+    data: str = "shapes"
     epochs: int | None = None
     batch_size: int | None = None
     precision: str = "float32"
@@ -83,9 +84,7 @@ def _validate(options: TrainOptions) -> Preset:
     )
 
 
-def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit: bool) -> None:
-    """Compile `model` as `toolkit train` does (bench/studies/train_throughput times it too):
-    AdamW on the warmup-cosine schedule of the preset's recipe, sparse CE, top-1 and top-5."""
+def _compile(model: keras.Model, preset: Preset, steps_per_epoch: int, jit: bool) -> None:
     recipe = preset.train
     total = steps_per_epoch * recipe.epochs
     schedule = WarmupCosine(
@@ -127,22 +126,59 @@ def _run_config(options: TrainOptions, preset: Preset, data: Dataset, norm) -> d
     }
 
 
+# What --resume may change: --epochs sets the new total; --jit and --strategy change how the
+# same steps run. Every other setting (model, data, batch size, precision, seed) is the run's.
+RESUME_CHANGES = ("epochs", "jit", "strategy")
+
+
+def resume_options(out: Path, given: Mapping[str, object]) -> TrainOptions:
+    """The options of the unfinished run in `out`, with the RESUME_CHANGES of `given` applied.
+
+    Any other setting in `given` (None: not given) must equal the run's (config.json): a
+    resumed run keeps its model, data, batch size, precision, ...; a conflict is a UsageError.
+    """
+    config_path = out / CONFIG_FILE
+    if not config_path.is_file():
+        raise UsageError(f"cannot resume: {out} has no {CONFIG_FILE}; start a new run instead")
+    if (out / METRICS_FILE).is_file():
+        raise UsageError(f"{out} already finished; start a new run with another --out")
+    config = read_json(config_path)
+    stored = dict(config["options"])
+    recipe = (config.get("preset") or {}).get("train") or {}
+    for name, value in given.items():
+        kept = stored.get(name) if stored.get(name) is not None else recipe.get(name)
+        if value is None or value == kept:
+            continue
+        flag = f"--{name.replace('_', '-')}"
+        if name in RESUME_CHANGES:
+            stored[name] = value
+            continue
+        raise UsageError(
+            f"--resume keeps the run's {flag} {kept} ({config_path}): drop {flag} {value}, "
+            "or start a new run with another --out"
+        )
+    done = _epochs_logged(out / HISTORY_FILE)
+    if stored.get("epochs") is not None and stored["epochs"] < done:
+        raise UsageError(
+            f"--epochs {stored['epochs']} is fewer than the {done} epochs {out} already ran: "
+            f"pass --epochs {done} or more (the new total)"
+        )
+    return TrainOptions(**stored)
+
+
 def _prepare_folder(out: Path, options: TrainOptions, resume: bool) -> TrainOptions:
     """Check the output folder before anything is written; on resume, reuse its options."""
     if resume:
-        config_path = out / CONFIG_FILE
-        if not config_path.is_file():
-            raise UsageError(f"cannot resume: {out} has no {CONFIG_FILE}; start a new run instead")
-        if (out / METRICS_FILE).is_file():
-            raise UsageError(f"{out} already finished; start a new run with another --out")
-        stored = read_json(config_path)["options"]
-        return TrainOptions(**stored)
+        options = resume_options(out, options.__dict__)
+        atomic.check_writable(out / METRICS_FILE, "--out", "copy the run folder somewhere writable")
+        return options
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file: pass a folder path")
     if out.exists() and any(out.iterdir()):
         raise UsageError(
             f"run folder {out} already exists: pass --resume to continue it or another --out"
         )
+    atomic.check_writable(out / CONFIG_FILE, "--out", "pass --out DIR in a writable place")
     return options
 
 
@@ -157,6 +193,12 @@ def train(options: TrainOptions, out: Path | None = None, resume: bool = False) 
     check_labels(data, data.num_classes)
     if len(data.y_train) < 1 or len(data.y_val) < 1 or len(data.y_test) < 1:
         raise UsageError(f"dataset {options.data} is too small to split into train/val/test")
+    height, width, _ = data.image_shape
+    print(
+        f"data {options.data}: {data.num_classes} classes, {height}x{width} images, split "
+        f"{len(data.y_train)} train / {len(data.y_val)} val / {len(data.y_test)} test",
+        flush=True,
+    )
 
     keras.utils.set_random_seed(options.seed)
     previous_policy = keras.mixed_precision.global_policy()
@@ -169,12 +211,23 @@ def train(options: TrainOptions, out: Path | None = None, resume: bool = False) 
         if not resume:
             atomic.write_json(out / CONFIG_FILE, _run_config(options, preset, data, norm))
             atomic.write_text(out / LABELS_FILE, "\n".join(data.class_names) + "\n")
+        else:  # the kept settings, and a new total of epochs when --epochs changed it
+            config = read_json(out / CONFIG_FILE)
+            config.update(options=options.__dict__, preset=preset.to_dict())
+            atomic.write_json(out / CONFIG_FILE, config)
+            print(
+                f"resuming {out} with its settings: {options.model} {options.preset} on "
+                f"{options.data}, {preset.train.epochs} epochs in total "
+                f"({_epochs_logged(out / HISTORY_FILE)} run), batch size "
+                f"{preset.train.batch_size}, {options.precision}, seed {options.seed}",
+                flush=True,
+            )
         strategy = STRATEGIES[options.strategy]()
         batch = preset.train.batch_size
         steps = math.ceil(len(data.y_train) / batch)
         with strategy.scope():
             model = build_model(preset, data.image_shape, data.num_classes, norm_stats=norm)
-            compile_model(model, preset, steps, options.jit)
+            _compile(model, preset, steps, options.jit)
         callbacks = [
             keras.callbacks.BackupAndRestore(str(out / CHECKPOINT_DIR)),
             keras.callbacks.CSVLogger(str(out / HISTORY_FILE), append=resume),
