@@ -28,6 +28,7 @@ def figure(result: dict):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter
 
     batch = min(result["protocol"]["batches"])
@@ -50,7 +51,7 @@ def figure(result: dict):
             edgecolors="black",
             linewidths=0.5,
         )
-    handles = [Line2D([], [], linestyle="", marker="s", color=colors[r], label=r) for r in runtimes]
+    handles = [Patch(color=colors[r], label=r) for r in runtimes]  # a swatch, not a marker
     handles += [
         Line2D(
             [],
