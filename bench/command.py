@@ -145,13 +145,6 @@ def _command(args, runtimes, formats, batches, protocol: Protocol, threads) -> s
     return shlex.join(argv + (["--data", args.data] if args.data else []))
 
 
-def _progress(row: dict) -> None:
-    figure = f"p50 {row['p50_ms']:.3f} ms" if row["status"] == "ok" else row["status"]
-    print(
-        f"   {row['format']:22s} {row['runtime']:9s} batch {row['batch']:<4d} {figure}", flush=True
-    )
-
-
 def write_outputs(result: dict, run_dir: Path) -> list[Path]:
     """bench.json, bench.md and bench.png in the run folder, each written atomically."""
     from bench.plot import plot
@@ -172,7 +165,7 @@ def bench_run(args: argparse.Namespace, quiet: bool = False) -> tuple[dict, list
     if not quiet:
         n = len(plan.cells())
         print(f"benchmarking {n} rows of {plan.run_dir} ({plan.command})", flush=True)
-    result = run_suite(plan, on_row=(lambda row: None) if quiet else _progress)
+    result = run_suite(plan)  # one progress line per row on stderr; the table at the end
     paths = write_outputs(result, plan.run_dir)
     if not quiet:
         print(terminal_table(result))

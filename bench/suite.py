@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bench import roofline
 from bench.machine import describe
+from toolkit.progress import progress
 from toolkit.runtimes import RUNTIMES
 from toolkit.runtimes.timing import Protocol
 from toolkit.runtimes.worker import run_worker
@@ -175,8 +176,9 @@ def run_suite(
     cache: Path | None = None,
 ) -> dict:
     """Measure every cell of the plan (each in its own worker), then accuracy and roofline."""
-    rows = []
-    for artifact, runtime, batch in plan.cells():
+    rows, cells = [], plan.cells()
+    for i, (artifact, runtime, batch) in enumerate(cells, 1):
+        progress("bench row", i, len(cells), f"{artifact.format} on {runtime}, batch {batch}")
         rows.append(measure_row(plan, artifact, runtime, batch))
         on_row(rows[-1])
     data = attach_accuracy(plan, rows)

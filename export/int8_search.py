@@ -23,6 +23,7 @@ from export.onnx_int8 import OnnxRecipe, onnx_int8_bytes
 from export.source import ExportSource
 from export.tflite import FP32, INT8, Recipe, tflite_bytes
 from toolkit.errors import UsageError, first_line
+from toolkit.progress import progress
 from toolkit.rundata import load_run_data
 from toolkit.runtimes import open_artifact, run_in_chunks
 from toolkit.runtimes.base import RuntimeOptions
@@ -179,7 +180,9 @@ def search(
     fp32_file.write_bytes(space.fp32(src))
     fp32_p50 = _latency(fp32_file, space.runtime, protocol)["p50_ms"]
     candidates: list[dict] = []
-    for name, recipe in space.recipes.items():
+    for i, (name, recipe) in enumerate(space.recipes.items(), 1):
+        stage = f"{fmt} search candidate"
+        progress(stage, i, len(space.recipes), f"{name}: building, scoring, timing")
         row: dict = {"recipe": name, "settings": _settings(recipe)}
         start = time.perf_counter()
         file = work / f"{name}{space.suffix}"

@@ -22,6 +22,7 @@ from export.source import ExportSource, open_source
 from export.validate import RUNTIMES
 from toolkit import atomic
 from toolkit.errors import UsageError, first_line
+from toolkit.progress import progress
 from toolkit.runfolder import open_run
 
 EXPORT_DIR = "export"
@@ -74,7 +75,8 @@ def export_run(
             atomic.remove_stale_temps(path)
         manifest: dict = {}
         try:
-            for name in names:
+            for i, name in enumerate(names, 1):
+                progress("export", i, len(names), f"writing {name}")
                 manifest = _export_one(src, FORMATS[name], out, budget)
         finally:
             if created and not any(out.iterdir()):

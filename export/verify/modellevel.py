@@ -18,6 +18,7 @@ from export.verify.modelrules import format_rules, judge_model, rule_for
 from export.verify.oplevel import check_runtimes
 from export.verify.tolerance import DEFAULT_TOLERANCES, Tolerances
 from toolkit.errors import UsageError, first_line
+from toolkit.progress import progress
 from toolkit.rundata import load_run_data
 from toolkit.runfolder import MODEL_FILE, Run
 from toolkit.runtimes import RUNTIMES, run_in_chunks
@@ -73,11 +74,15 @@ def verify_models(
     reference = run_in_chunks(reference_session.run, images, CHUNK)
     reference_accuracy = float(np.mean(np.argmax(reference, axis=1) == labels))
     cells = []
-    for fmt, entry in manifest["artifacts"].items():
-        path = folder / str(entry.get("file", ""))
-        for runtime in chosen:
-            if path.suffix in RUNTIMES[runtime].suffixes:
-                cells.append(_model_cell(fmt, path, runtime, images, labels, reference, tolerances))
+    todo = [
+        (fmt, folder / str(entry.get("file", "")), runtime)
+        for fmt, entry in manifest["artifacts"].items()
+        for runtime in chosen
+        if (folder / str(entry.get("file", ""))).suffix in RUNTIMES[runtime].suffixes
+    ]
+    for fmt, path, runtime in todo:
+        cells.append(_model_cell(fmt, path, runtime, images, labels, reference, tolerances))
+        progress("verify model cells", len(cells), len(todo), f"{fmt} on {runtime} done")
     return {
         "export_folder": str(folder),
         "data": spec,

@@ -23,6 +23,7 @@ from export.verify.cells import ERROR, NOT_APPLICABLE, cell, run_cell, summarize
 from export.verify.opexport import OP_ARTIFACTS, PRECISIONS, OpExport, artifact_for
 from export.verify.tolerance import DEFAULT_TOLERANCES, Tolerances
 from toolkit.errors import UsageError, first_line
+from toolkit.progress import progress
 from toolkit.runtimes import RUNTIMES, get_runtime
 
 BATCH = 2  # samples per verified call: a dynamic batch > 1
@@ -91,6 +92,8 @@ def verify_ops(
     _check_overrides(overrides, names)
     start = time.perf_counter()
     cells: list[dict] = []
+    per_shape = len(chosen) * len(PRECISIONS)  # one cell per runtime and precision
+    total = per_shape * sum(len(_shape_list(OP_CASES[n], shapes)) for n in names)
     with tempfile.TemporaryDirectory(prefix="toolkit-verify-") as scratch:
         for name in names:
             case = OP_CASES[name]
@@ -100,6 +103,7 @@ def verify_ops(
                 cells += _verify_shape(
                     case, params, chosen, tolerances, overrides.get(name), seed, folder
                 )
+                progress("verify op cells", len(cells), total, f"{name} {case.label(params)} done")
     return {
         "shapes": shapes if isinstance(shapes, str) else "custom",
         "runtimes": chosen,
