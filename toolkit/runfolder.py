@@ -14,6 +14,7 @@ from toolkit.errors import UsageError, first_line
 MODEL_FILE = "model.keras"
 CONFIG_FILE = "config.json"
 HISTORY_FILE = "history.csv"
+HISTORY_PLOT_FILE = "history.png"
 METRICS_FILE = "metrics.json"
 LABELS_FILE = "labels.txt"
 CHECKPOINT_DIR = "checkpoint"

@@ -28,11 +28,13 @@ from toolkit.runfolder import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
     HISTORY_FILE,
+    HISTORY_PLOT_FILE,
     LABELS_FILE,
     METRICS_FILE,
     MODEL_FILE,
     read_json,
 )
+from toolkit.training.history_plot import plot_history
 from toolkit.training.schedule import WarmupCosine
 from toolkit.training.strategies import PRECISIONS, STRATEGIES
 from toolkit.versions import versions
@@ -266,6 +268,7 @@ def train(options: TrainOptions, out: Path | None = None, resume: bool = False) 
             "synthetic_data": data.synthetic,
         }
         atomic.write_json(out / METRICS_FILE, metrics)
+        plot_history(out / HISTORY_FILE, out / HISTORY_PLOT_FILE, f"{out.name}: {data.name}")
         shutil.rmtree(out / CHECKPOINT_DIR, ignore_errors=True)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
