@@ -116,6 +116,18 @@ _SHIFTVIT = {
             early_stopping_patience=None,
         ),
     ),
+    # `toolkit train --model shiftvit --preset cpu60 --data folder:CIFAR10 --jit` on 2 CPU cores
+    "cpu60": (
+        ShiftViTArch(image_size=32, dim=48, depths=(2, 2, 4, 2), drop_path=0.1, dropout=0.1),
+        replace(
+            _SHIFTVIT_SEED_TRAIN,
+            batch_size=128,
+            epochs=45,
+            lr_max=2e-3,
+            augmentation=Augmentation(flip=True, crop_resize=(36, 32)),
+            early_stopping_patience=None,
+        ),
+    ),
 }
 _VIT = {
     "seed": (ViTArch(), _VIT_SEED_TRAIN),
@@ -154,6 +166,22 @@ _VIT = {
             augmentation=Augmentation(flip=True),
         ),
     ),
+    # `toolkit train --model vit-lsa --preset cpu60 --data folder:CIFAR10 --jit` on 2 CPU cores
+    "cpu60": (
+        ViTArch(
+            image_size=32,
+            patch_size=4,
+            dim=64,
+            depth=6,
+            num_heads=4,
+            key_dim=16,
+            mlp_units=(128, 64),
+            dropout=0.1,
+            head_units=(256,),
+            head_dropout=0.3,
+        ),
+        replace(_VIT_SEED_TRAIN, batch_size=128, epochs=30, lr_max=2e-3),
+    ),
 }
 
 
@@ -166,6 +194,7 @@ PRESET_PURPOSES = {
     "seed": "the keras.io example's hyperparameters: the results to compare",
     "small": "quick experiments on a CPU",
     "tiny": "tests and `toolkit demo`: minutes on a CPU",
+    "cpu60": "the most accuracy from 60 minutes of training on 2 CPU cores",
 }
 
 PRESETS: dict[str, dict[str, tuple[ShiftViTArch | ViTArch, TrainRecipe]]] = {
