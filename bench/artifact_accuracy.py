@@ -9,12 +9,13 @@ draws from the train split) unless --data names another spec; prints a markdown 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from bench.roofline import KERAS_FORMAT
+from toolkit import accuracy
 from toolkit.errors import UsageError
 from toolkit.rundata import load_run_data
 from toolkit.runfolder import MODEL_FILE, open_run
@@ -34,7 +35,7 @@ def test_split(run_dir: Path, data_spec: str | None = None) -> tuple[np.ndarray,
 
 def top1(path: Path, images: np.ndarray, labels: np.ndarray, batch: int = 64) -> float:
     """Top-1 of one artifact (its default runtime) on `images`."""
-    return float(np.mean(_logits(path, images, batch).argmax(1) == labels))
+    return accuracy.top1(_logits(path, images, batch), labels)
 
 
 def measure(run_dir: Path, data_spec: str | None = None, batch: int = 64) -> list[dict]:
@@ -42,19 +43,19 @@ def measure(run_dir: Path, data_spec: str | None = None, batch: int = 64) -> lis
     run = open_run(run_dir)
     images, labels = test_split(run.path, data_spec)
     reference = _logits(run.path / MODEL_FILE, images, batch)
-    ref_top1 = float(np.mean(reference.argmax(1) == labels))
-    manifest = json.loads((run.path / "export" / "model.json").read_text())
-    rows = [{"artifact": "model.keras", "format": "keras", "top1": ref_top1, "delta": 0.0,
+    manifest = run.manifest()
+    keras_top1 = accuracy.top1(reference, labels)
+    rows = [{"artifact": MODEL_FILE, "format": KERAS_FORMAT, "top1": keras_top1, "delta": 0.0,
              "agreement": 1.0, "max_abs": 0.0}]  # fmt: skip
     for fmt, entry in manifest["artifacts"].items():
-        logits = _logits(run.path / "export" / entry["file"], images, batch)
-        top1 = float(np.mean(logits.argmax(1) == labels))
+        logits = _logits(run.export_dir / entry["file"], images, batch)
+        scores = accuracy.top1_vs_reference(logits, reference, labels)
         rows.append({
             "artifact": entry["file"],
             "format": fmt,
-            "top1": top1,
-            "delta": top1 - ref_top1,
-            "agreement": float(np.mean(logits.argmax(1) == reference.argmax(1))),
+            "top1": scores["top1_accuracy"],
+            "delta": scores["top1_delta"],
+            "agreement": scores["top1_agreement"],
             "max_abs": float(np.max(np.abs(logits - reference))),
         })  # fmt: skip
     return rows

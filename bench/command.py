@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import os
 import shlex
 from pathlib import Path
@@ -88,18 +87,9 @@ def make_plan(args: argparse.Namespace) -> Plan:
     run.load_model()  # another program's model.keras is refused before any timing
     for name in (*OUTPUTS, ACCURACY_CACHE):  # the results must not be lost after the work
         atomic.check_writable(run.path / name, hint="copy the run folder to a writable place")
-    manifest_path = run.path / "export" / "model.json"
-    if not manifest_path.is_file():
-        raise UsageError(
-            f"{run.path} has no export/model.json: export it first with "
-            f"`toolkit export {run.path} --format all`"
-        )
-    try:
-        exported = json.loads(manifest_path.read_text())["artifacts"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{manifest_path} is not a valid manifest: export the run again") from exc
+    exported = run.manifest()["artifacts"]
     files = {KERAS_FORMAT: run.path / MODEL_FILE}
-    files |= {fmt: run.path / "export" / e["file"] for fmt, e in exported.items()}
+    files |= {fmt: run.export_dir / e["file"] for fmt, e in exported.items()}
     formats = _choose(args.formats, list(files), "formats")
     if args.data:  # other classes than the run's would score top-1 against the wrong names
         load_run_data(run, args.data)

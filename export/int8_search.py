@@ -22,6 +22,7 @@ from export.onnx import fp32_onnx
 from export.onnx_int8 import OnnxRecipe, onnx_int8_bytes
 from export.source import ExportSource
 from export.tflite import FP32, INT8, Recipe, tflite_bytes
+from toolkit.accuracy import top1, top1_vs_reference
 from toolkit.errors import UsageError, first_line
 from toolkit.progress import progress
 from toolkit.rundata import load_run_data
@@ -120,20 +121,20 @@ def validation_split(src: ExportSource) -> tuple[np.ndarray, np.ndarray]:
     return src.memo("validation_split", load)
 
 
-def _predict(run: Callable[[np.ndarray], np.ndarray], images: np.ndarray) -> np.ndarray:
-    return run_in_chunks(run, images, EVAL_BATCH).argmax(axis=1)
+def _logits(run: Callable[[np.ndarray], np.ndarray], images: np.ndarray) -> np.ndarray:
+    return run_in_chunks(run, images, EVAL_BATCH)
 
 
-def float_predictions(src: ExportSource) -> np.ndarray:
-    """Top-1 classes of the Keras float model on the validation split."""
+def float_logits(src: ExportSource) -> np.ndarray:
+    """Logits of the Keras float model on the validation split."""
     images, _ = validation_split(src)
     predict = lambda x: np.asarray(src.model(x, training=False))  # noqa: E731
-    return src.memo("float_predictions", lambda: _predict(predict, images))
+    return src.memo("float_logits", lambda: _logits(predict, images))
 
 
 def float_top1(src: ExportSource) -> float:
     """Top-1 of the Keras float model on the validation split."""
-    return float(np.mean(float_predictions(src) == validation_split(src)[1]))
+    return top1(float_logits(src), validation_split(src)[1])
 
 
 def _latency(path: Path, runtime: str, protocol: Protocol) -> dict:
@@ -150,10 +151,10 @@ def _judge(path: Path, runtime: str, src: ExportSource, protocol: Protocol) -> d
     latency, of one artifact file."""
     images, labels = validation_split(src)
     session = open_artifact(path, runtime, RuntimeOptions(threads=THREADS))
-    predictions = _predict(session.run, images)
+    scores = top1_vs_reference(_logits(session.run, images), float_logits(src), labels)
     return {
-        "top1": float(np.mean(predictions == labels)),
-        "agreement": float(np.mean(predictions == float_predictions(src))),
+        "top1": scores["top1_accuracy"],
+        "agreement": scores["top1_agreement"],
         **_latency(path, runtime, protocol),
     }
 

@@ -12,9 +12,9 @@ from export.signature import INPUT_NAME, OUTPUT_NAME, SIGNATURE_KEY
 from export.source import ExportSource
 from export.validate import ArtifactInfo
 from toolkit import atomic
+from toolkit.runfolder import MANIFEST_FILE
 from toolkit.versions import versions
 
-MANIFEST_FILE = "model.json"
 LABELS_FILE = "labels.txt"
 
 

@@ -23,9 +23,8 @@ from export.validate import RUNTIMES
 from toolkit import atomic
 from toolkit.errors import UsageError, first_line
 from toolkit.progress import progress
-from toolkit.runfolder import open_run
+from toolkit.runfolder import EXPORT_DIR, open_run
 
-EXPORT_DIR = "export"
 DEFAULT_OPSET = MIN_OPSET
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from toolkit.accuracy import top1_vs_reference
+
 REL_FLOOR = 1e-3  # relative error divides by max(|expected|, REL_FLOOR * max|expected|)
 
 
@@ -43,14 +45,4 @@ def compare(actual: np.ndarray, expected: np.ndarray) -> dict:
 
 def compare_logits(logits: np.ndarray, reference: np.ndarray, labels: np.ndarray) -> dict:
     """`compare` plus top-1 agreement with the reference, top-1 accuracy and its delta."""
-    result = compare(logits, reference)
-    top1, ref_top1 = np.argmax(logits, axis=1), np.argmax(reference, axis=1)
-    accuracy = float(np.mean(top1 == labels)) if len(labels) else 0.0
-    reference_accuracy = float(np.mean(ref_top1 == labels)) if len(labels) else 0.0
-    return {
-        **result,
-        "top1_agreement": float(np.mean(top1 == ref_top1)) if len(labels) else 1.0,
-        "top1_accuracy": accuracy,
-        "reference_top1_accuracy": reference_accuracy,
-        "top1_delta": accuracy - reference_accuracy,
-    }
+    return {**compare(logits, reference), **top1_vs_reference(logits, reference, labels)}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -10,13 +9,12 @@ from pathlib import Path
 import numpy as np
 
 from export.formats import FORMATS
-from export.manifest import MANIFEST_FILE
-from export.pipeline import EXPORT_DIR
 from export.verify.cells import ERROR, FAIL, PASS, UNAVAILABLE, cell, open_session, summarize
 from export.verify.metrics import compare_logits
 from export.verify.modelrules import format_rules, judge_model, rule_for
 from export.verify.oplevel import check_runtimes
 from export.verify.tolerance import DEFAULT_TOLERANCES, Tolerances
+from toolkit.accuracy import top1
 from toolkit.errors import UsageError, first_line
 from toolkit.progress import progress
 from toolkit.rundata import load_run_data
@@ -24,23 +22,6 @@ from toolkit.runfolder import MODEL_FILE, Run
 from toolkit.runtimes import RUNTIMES, run_in_chunks
 
 CHUNK = 256  # images per runtime call: bounds activation memory on big test splits
-
-
-def read_export(run: Run) -> tuple[Path, dict]:
-    """RUN/export and its model.json; UsageError saying how to create them when missing."""
-    folder = run.path / EXPORT_DIR
-    manifest_path = folder / MANIFEST_FILE
-    how = f"run `toolkit export {run.path} --format all` first"
-    if not manifest_path.is_file():
-        raise UsageError(f"{run.path} has no exported models ({manifest_path} not found): {how}")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-        artifacts = manifest["artifacts"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{manifest_path} is unreadable ({exc!r}): {how}") from exc
-    if not artifacts:
-        raise UsageError(f"{manifest_path} lists no artifacts: {how}")
-    return folder, manifest
 
 
 def test_images(run: Run, samples: int | None) -> tuple[np.ndarray, np.ndarray, str]:
@@ -65,14 +46,14 @@ def verify_models(
     """
     start = time.perf_counter()
     chosen = check_runtimes(runtimes)
-    folder, manifest = read_export(run)
+    folder, manifest = run.export_dir, run.manifest()
     images, labels, spec = data if data is not None else test_images(run, samples)
     reference_session = open_session(run.path / MODEL_FILE, "keras")
     if isinstance(reference_session, str):
         raise UsageError(f"the Keras reference cannot run: {reference_session}")
     check_labels_fit(labels, manifest)
     reference = run_in_chunks(reference_session.run, images, CHUNK)
-    reference_accuracy = float(np.mean(np.argmax(reference, axis=1) == labels))
+    reference_accuracy = top1(reference, labels)
     cells = []
     todo = [
         (fmt, folder / str(entry.get("file", "")), runtime)
@@ -149,4 +130,4 @@ def _model_cell(
     )
 
 
-__all__ = ["read_export", "test_images", "verify_models"]
+__all__ = ["test_images", "verify_models"]

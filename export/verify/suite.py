@@ -9,7 +9,7 @@ from pathlib import Path
 from export.verify.attribution import attribute_int8, int8_formats
 from export.verify.cases import Params
 from export.verify.cells import describe
-from export.verify.modellevel import read_export, test_images, verify_models
+from export.verify.modellevel import test_images, verify_models
 from export.verify.modelrules import rationale as model_rationale
 from export.verify.oplevel import check_ops, check_runtimes, verify_ops
 from export.verify.quiet import quiet_tensorflow
@@ -40,7 +40,7 @@ def verify_run(
     op_names = check_ops(ops)
     if level != "ops":  # another program's model, bad export folder, --samples or data:
         run.load_model()  # fail before any work
-        _, manifest = read_export(run)
+        manifest = run.manifest()
         data = test_images(run, samples)
     report: dict = {
         "tool": "toolkit verify",
