@@ -17,7 +17,7 @@ import numpy as np
 from bench.roofline import KERAS_FORMAT
 from toolkit import accuracy
 from toolkit.errors import UsageError
-from toolkit.rundata import load_run_data
+from toolkit.rundata import load_split
 from toolkit.runfolder import MODEL_FILE, open_run
 from toolkit.runtimes import open_artifact, run_in_chunks
 
@@ -29,8 +29,8 @@ def _logits(path: Path, images: np.ndarray, batch: int) -> np.ndarray:
 def test_split(run_dir: Path, data_spec: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """float32 images and labels of the test split of the run's data (or `data_spec`, which
     must have the run's classes)."""
-    data, _ = load_run_data(open_run(run_dir), data_spec)
-    return data.x_test.astype(np.float32), data.y_test
+    images, labels, _ = load_split(open_run(run_dir), "test", data_spec)
+    return images, labels
 
 
 def top1(path: Path, images: np.ndarray, labels: np.ndarray, batch: int = 64) -> float:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolkit.data import load_data
 from toolkit.errors import UsageError
+from toolkit.rundata import run_dataset
 from toolkit.runfolder import Run
 
 DEFAULT_CALIB_SAMPLES = 500
@@ -15,12 +15,7 @@ def calibration_images(
     run: Run, input_shape: tuple[int, int, int], spec: str | None, samples: int
 ) -> np.ndarray:
     """`samples` float32 0-255 (N, H, W, 3) train images of `spec` (default: the run's data)."""
-    options = run.config.get("options") or {}
-    spec = spec or options.get("data")
-    if not spec:
-        raise UsageError(f"{run.path}/config.json names no training data: pass --calib-data SPEC")
-    seed = int(options.get("seed", 0))
-    data = load_data(spec, seed=seed)
+    data, spec = run_dataset(run, spec)  # calibration uses no labels: other classes are fine
     if tuple(data.image_shape) != tuple(input_shape):
         raise UsageError(
             f"calibration data {spec} has images of shape {data.image_shape} but the model "
@@ -32,6 +27,6 @@ def calibration_images(
             f"calibration data {spec} has only {available} training images, fewer than the "
             f"{samples} asked: lower --calib-samples to {available} or less"
         )
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(run.seed)
     index = np.sort(rng.choice(available, size=samples, replace=False))
     return data.x_train[index].astype(np.float32)

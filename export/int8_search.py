@@ -25,7 +25,7 @@ from export.tflite import FP32, INT8, Recipe, tflite_bytes
 from toolkit.accuracy import top1, top1_vs_reference
 from toolkit.errors import UsageError, first_line
 from toolkit.progress import progress
-from toolkit.rundata import load_run_data
+from toolkit.rundata import load_split
 from toolkit.runtimes import open_artifact, run_in_chunks
 from toolkit.runtimes.base import RuntimeOptions
 from toolkit.runtimes.timing import Protocol
@@ -112,13 +112,7 @@ def check_budget(points: float) -> float:
 def validation_split(src: ExportSource) -> tuple[np.ndarray, np.ndarray]:
     """float32 images and labels of the validation split of the run's own data."""
 
-    def load() -> tuple[np.ndarray, np.ndarray]:
-        data, spec = load_run_data(src.run)
-        if len(data.y_val) == 0:
-            raise UsageError(f"data {spec} has an empty validation split")
-        return data.x_val.astype(np.float32), np.asarray(data.y_val)
-
-    return src.memo("validation_split", load)
+    return src.memo("validation_split", lambda: load_split(src.run, "val")[:2])
 
 
 def _logits(run: Callable[[np.ndarray], np.ndarray], images: np.ndarray) -> np.ndarray:

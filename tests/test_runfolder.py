@@ -3,12 +3,14 @@
 import json
 
 import keras
+import numpy as np
 import pytest
 
 from cli.main import main
 from toolkit.data import load_data
 from toolkit.errors import UsageError
 from toolkit.models import MODELS, build_model, get_preset
+from toolkit.rundata import load_split, run_dataset
 from toolkit.runfolder import open_run
 
 DATA = "shapes:300"
@@ -108,3 +110,19 @@ def test_a_config_that_does_not_describe_a_toolkit_model_is_refused(
     with pytest.raises(UsageError, match="does not describe a toolkit model") as caught:
         open_run(run)
     assert named in str(caught.value) and "toolkit train" in str(caught.value)
+
+
+def test_load_split_is_the_runs_split_as_float32_and_refuses_other_classes(foreign_run, tmp_path):
+    run = open_run(foreign_run)
+    data = load_data(DATA, seed=run.seed)
+    for split in ("train", "val", "test"):
+        images, labels, spec = load_split(run, split)
+        assert spec == DATA and images.dtype == np.float32
+        np.testing.assert_array_equal(images, getattr(data, f"x_{split}"))
+        np.testing.assert_array_equal(labels, getattr(data, f"y_{split}"))
+    other = tmp_path / "other.npz"
+    names = np.array(["a", "b", "c"])
+    np.savez(other, x=np.zeros((30, 32, 32, 3), np.uint8), y=np.arange(30) % 3, class_names=names)
+    with pytest.raises(UsageError, match="has 3 classes"):
+        load_split(run, "test", f"npz:{other}")
+    assert run_dataset(run, f"npz:{other}")[0].class_names == ["a", "b", "c"]  # calibration

@@ -4,11 +4,24 @@ run's classes (labels.txt) so that labels index the same class names the model l
 
 from __future__ import annotations
 
+import numpy as np
+
 from toolkit.data import Dataset, load_data
 from toolkit.errors import UsageError
 from toolkit.runfolder import LABELS_FILE, Run
 
 PREVIEW = 4  # class names shown in a mismatch message
+SPLITS = ("train", "val", "test")  # Dataset's x_/y_ attribute suffixes
+
+
+def run_dataset(run: Run, spec: str | None = None) -> tuple[Dataset, str]:
+    """(dataset, spec) of `spec` (default: the run's data), split with the run's seed; its
+    classes unchecked, for images used without their labels (int8 calibration)."""
+    options = run.config.get("options") or {}
+    spec = spec or options.get("data")
+    if not spec:
+        raise UsageError(f"{run.path}/config.json names no data: pass --data SPEC")
+    return load_data(spec, seed=run.seed), spec
 
 
 def load_run_data(run: Run, spec: str | None = None) -> tuple[Dataset, str]:
@@ -17,13 +30,22 @@ def load_run_data(run: Run, spec: str | None = None) -> tuple[Dataset, str]:
     UsageError when its classes are not the run's, in the same order: a label is an index,
     so other classes would be scored against the wrong names.
     """
-    options = run.config.get("options") or {}
-    spec = spec or options.get("data")
-    if not spec:
-        raise UsageError(f"{run.path}/config.json names no data: pass --data SPEC")
-    data = load_data(spec, seed=int(options.get("seed", 0)))
+    data, spec = run_dataset(run, spec)
     check_class_names(run, data, spec)
     return data, spec
+
+
+def load_split(run: Run, split: str, spec: str | None = None) -> tuple[np.ndarray, np.ndarray, str]:
+    """(images, labels, spec) of `split` (train, val or test) of the run's data or `spec`,
+    checked as `load_run_data` checks it; images float32 0-255, as every runtime takes them.
+    An empty split is a UsageError."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split '{split}': one of {', '.join(SPLITS)}")
+    data, spec = load_run_data(run, spec)
+    images, labels = getattr(data, f"x_{split}"), np.asarray(getattr(data, f"y_{split}"))
+    if len(labels) == 0:
+        raise UsageError(f"data {spec} has an empty {split} split: use data with {split} images")
+    return images.astype(np.float32), labels, spec
 
 
 def check_class_names(run: Run, data: Dataset, spec: str) -> None:

@@ -45,6 +45,11 @@ class Run:
         return (self.path / LABELS_FILE).read_text().splitlines()
 
     @property
+    def seed(self) -> int:
+        """The seed `toolkit train` split the data with: every later split and draw uses it."""
+        return int(self.config["options"]["seed"])
+
+    @property
     def export_dir(self) -> Path:
         """RUN/export: where `toolkit export` writes by default."""
         return self.path / EXPORT_DIR

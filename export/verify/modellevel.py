@@ -17,7 +17,7 @@ from export.verify.tolerance import DEFAULT_TOLERANCES, Tolerances
 from toolkit.accuracy import top1
 from toolkit.errors import UsageError, first_line
 from toolkit.progress import progress
-from toolkit.rundata import load_run_data
+from toolkit.rundata import load_split
 from toolkit.runfolder import MODEL_FILE, Run
 from toolkit.runtimes import RUNTIMES, run_in_chunks
 
@@ -28,9 +28,8 @@ def test_images(run: Run, samples: int | None) -> tuple[np.ndarray, np.ndarray, 
     """The first `samples` (default all) test images of the run's data, float32 0-255."""
     if samples is not None and samples < 1:
         raise UsageError(f"--samples must be a positive integer, got {samples}")
-    data, spec = load_run_data(run)
-    count = len(data.x_test) if samples is None else min(samples, len(data.x_test))
-    return data.x_test[:count].astype(np.float32), data.y_test[:count], spec
+    images, labels, spec = load_split(run, "test")
+    return images[:samples], labels[:samples], spec
 
 
 def verify_models(
