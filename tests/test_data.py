@@ -155,6 +155,16 @@ def test_load_image_modes(tmp_path):
     assert load_images([tmp_path / "rgb.png"] * 3, 8).shape == (3, 8, 8, 3)
 
 
+@pytest.mark.parametrize(("height", "width", "size"), [(20, 30, 12), (7, 9, 32), (64, 64, 32)])
+def test_load_image_resize_matches_tensorflow_within_a_grey_level(tmp_path, height, width, size):
+    image = np.random.default_rng(height).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    (tmp_path / "x.png").write_bytes(tf.io.encode_png(image).numpy())
+    resized = tf.image.resize(image, (size, size), method="bilinear", antialias=True)
+    want = tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8).numpy()
+    got = load_image(tmp_path / "x.png", size)
+    assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+
+
 def test_corrupt_image_names_file(tmp_path):
     bad = tmp_path / "bad.png"
     bad.write_bytes(b"not an image at all")
@@ -280,7 +290,7 @@ def test_augmentation_dict_round_trip():
     ],
 )
 def test_augmentation_keeps_shape_dtype_range(aug):
-    from toolkit.data.augment import augment_fn
+    from toolkit.data.tf_augment import augment_fn
 
     images = tf.constant(_images(16, 32), tf.float32)
     out = augment_fn(aug, 32, seed=0)(images)
@@ -290,7 +300,7 @@ def test_augmentation_keeps_shape_dtype_range(aug):
 
 
 def test_flip_mirrors_some_images():
-    from toolkit.data.augment import augment_fn
+    from toolkit.data.tf_augment import augment_fn
 
     images = _images(32, 8).astype(np.float32)
     out = augment_fn(Augmentation(flip=True), 8, seed=0)(images).numpy()

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from importlib import metadata
 from pathlib import Path
 
 import keras
@@ -33,6 +34,8 @@ def test_train_writes_a_complete_run_folder(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics) >= {"test_top1", "test_top5", "parameters", "macs_per_image"}
     assert metrics["epochs_run"] == 1
+    for record in (config["backend"], metrics["backend"]):  # what trained it, and its version
+        assert record == {"name": "tensorflow", "version": metadata.version("tensorflow")}
     assert (out / "labels.txt").read_text().splitlines() == load_data("shapes:400").class_names
 
     model = keras.saving.load_model(out / "model.keras", safe_mode=True)
@@ -89,8 +92,8 @@ def test_mirrored_strategy_trains_on_two_logical_cpus(tmp_path):
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        from toolkit.training.strategies import STRATEGIES
-        print("replicas", STRATEGIES["mirrored"]().num_replicas_in_sync)
+        from toolkit.training.strategies import make_placement
+        print("replicas", make_placement("mirrored").replicas)
         from cli.main import main
         raise SystemExit(main(["train", "--model", "shiftvit", "--data", "shapes:400",
                                "--epochs", "1", "--strategy", "mirrored",

@@ -1,4 +1,4 @@
-"""Decode one image file of any format/mode into a square uint8 RGB array."""
+"""Decode one image file of any format/mode into a square uint8 RGB array (Pillow, no TF)."""
 
 from __future__ import annotations
 
@@ -6,31 +6,62 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
+from PIL import Image, UnidentifiedImageError
 
 from toolkit.errors import UsageError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
+_SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I;16N", "I")  # 16-bit gray: keep the high byte
 
 
 def load_image(path: str | Path, size: int = 32) -> np.ndarray:
-    """(size, size, 3) uint8 RGB: decoded (gray/RGBA/16-bit -> RGB), bilinear antialiased resize."""
+    """(size, size, 3) uint8 RGB: decoded (gray/RGBA/16-bit -> RGB, first frame of a GIF),
+    then a bilinear resize that averages over the footprint when shrinking (antialiased)."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f, Image.open(f) as image:
+            image.load()
+            rgb = _to_rgb(image)
     except OSError as e:
+        if isinstance(e, UnidentifiedImageError) or e.strerror is None:
+            raise UsageError(
+                f"cannot decode image {path}: not a valid PNG, JPEG, BMP, GIF or WebP; "
+                "fix or remove the file"
+            ) from e
         raise UsageError(f"cannot read image {path} ({e.strerror}): fix or remove the file") from e
-    try:
-        image = tf.io.decode_image(data, channels=3, dtype=tf.uint8, expand_animations=False)
-    except (tf.errors.OpError, ValueError) as e:
+    except (ValueError, SyntaxError) as e:  # Pillow's errors for some malformed headers
         raise UsageError(
             f"cannot decode image {path}: not a valid PNG, JPEG, BMP, GIF or WebP; "
             "fix or remove the file"
         ) from e
-    if image.shape[0] == size and image.shape[1] == size:
-        return image.numpy()
-    resized = tf.image.resize(image, (size, size), method="bilinear", antialias=True)
-    return tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8).numpy()
+    if rgb.shape[0] == size and rgb.shape[1] == size:
+        return rgb
+    return _resize(rgb, size)
+
+
+def _to_rgb(image: Image.Image) -> np.ndarray:
+    """(H, W, 3) uint8 of a decoded image; alpha is dropped, not composited."""
+    if image.mode in _SIXTEEN_BIT:
+        gray = np.clip(np.asarray(image).astype(np.int64) >> 8, 0, 255).astype(np.uint8)
+        return np.repeat(gray[..., None], 3, axis=-1)
+    if image.mode == "F":
+        gray = np.clip(np.rint(np.asarray(image)), 0, 255).astype(np.uint8)
+        return np.repeat(gray[..., None], 3, axis=-1)
+    return np.asarray(image.convert("RGB"), dtype=np.uint8)
+
+
+def _resize(rgb: np.ndarray, size: int) -> np.ndarray:
+    """Bilinear (triangle filter, widened when shrinking) in float per channel, then rounded:
+    TensorFlow's resize(antialias=True) within one grey level."""
+    channels = [
+        np.asarray(
+            Image.fromarray(rgb[..., c].astype(np.float32)).resize(
+                (size, size), Image.Resampling.BILINEAR
+            )
+        )
+        for c in range(3)
+    ]
+    return np.clip(np.rint(np.stack(channels, axis=-1)), 0, 255).astype(np.uint8)
 
 
 def load_images(paths: Iterable[str | Path], size: int = 32) -> np.ndarray:

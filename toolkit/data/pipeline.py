@@ -1,66 +1,51 @@
-"""tf.data input pipelines yielding (float32 images 0-255, int64 labels) batches."""
+"""Input pipelines by Keras backend: tf.data on TensorFlow (augmenting in parallel with the
+step), NumPy batches from a PyDataset elsewhere (augmenting inside the compiled step).
+
+Batches are (float32 images 0-255, integer labels); the training stream is shuffled with a new
+seeded order every epoch, evaluation keeps the stored order.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from types import ModuleType
 
+import keras
 import numpy as np
-import tensorflow as tf
 
-from toolkit.data.augment import Augmentation, augment_fn
+from toolkit.data.augment import Augmentation
 
-AUTOTUNE = tf.data.AUTOTUNE
-
-
-def train_dataset(
-    x: np.ndarray, y: np.ndarray, batch_size: int, aug: Augmentation, seed: int = 0
-) -> tf.data.Dataset:
-    """Seeded shuffle (new order each epoch), batch, augment in parallel, prefetch.
-
-    Each batch gets its own stateless augmentation seed, so a given `seed` reproduces the
-    whole stream, epoch after epoch, despite the parallel map.
-    """
-    images, labels = _tensors(x, y)
-    fn = augment_fn(aug, int(x.shape[1]), seed)
-    order = tf.data.Dataset.range(len(x)).shuffle(len(x), seed=seed, reshuffle_each_iteration=True)
-    batches = order.batch(batch_size, drop_remainder=False)
-    if not aug.active:
-        return batches.map(_gather(images, labels), num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE)
-    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
-    gather = _gather(images, labels)
-
-    def load(idx: tf.Tensor, batch_seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        batch_x, batch_y = gather(idx)
-        return fn(batch_x, seed=batch_seed), batch_y
-
-    return (
-        tf.data.Dataset.zip(batches, seeds)
-        .map(load, num_parallel_calls=AUTOTUNE, deterministic=True)
-        .prefetch(AUTOTUNE)
-    )
+# backend -> module with train_batches, eval_batches and AUGMENTS; others use DEFAULT_PIPELINE
+PIPELINES = {"tensorflow": "toolkit.data.tf_pipeline"}
+DEFAULT_PIPELINE = "toolkit.data.array_pipeline"
 
 
-def eval_dataset(x: np.ndarray, y: np.ndarray, batch_size: int) -> tf.data.Dataset:
-    """Batches in the stored order: no shuffle, no augmentation."""
-    images, labels = _tensors(x, y)
-    return (
-        tf.data.Dataset.range(len(x))
-        .batch(batch_size, drop_remainder=False)
-        .map(_gather(images, labels), num_parallel_calls=AUTOTUNE, deterministic=True)
-        .prefetch(AUTOTUNE)
-    )
+def _pipeline() -> ModuleType:
+    return importlib.import_module(PIPELINES.get(keras.backend.backend(), DEFAULT_PIPELINE))
 
 
-def _tensors(x: np.ndarray, y: np.ndarray) -> tuple[tf.Tensor, tf.Tensor]:
-    """Images and labels as host-memory tensors held once; batches gather from them by index."""
-    with tf.device("/cpu:0"):
-        return tf.convert_to_tensor(x), tf.convert_to_tensor(np.asarray(y, np.int64).reshape(-1))
+def augments_in_pipeline() -> bool:
+    """Whether `train_dataset` applies the augmentation (else `training_model` does, in-step)."""
+    return bool(_pipeline().AUGMENTS)
 
 
-def _gather(images: tf.Tensor, labels: tf.Tensor) -> Callable[[tf.Tensor], tuple]:
-    """idx batch -> (float32 images, int64 labels)."""
+def train_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, aug: Augmentation, seed: int = 0):
+    """Training batches for `fit`, seeded; augmented only where `augments_in_pipeline()`."""
+    return _pipeline().train_batches(x, y, batch_size, aug, seed)
 
-    def gather(idx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        return tf.cast(tf.gather(images, idx), tf.float32), tf.gather(labels, idx)
 
-    return gather
+def eval_dataset(x: np.ndarray, y: np.ndarray | None, batch_size: int):
+    """Batches in the stored order, not augmented; images only when `y` is None."""
+    return _pipeline().eval_batches(x, y, batch_size)
+
+
+def training_model(model: keras.Model, aug: Augmentation, seed: int = 0) -> keras.Model:
+    """What `fit` trains: `model` itself when the pipeline augments, else `model` behind a
+    RandomAugment layer (same weights; identity at inference, so validation is unaugmented)."""
+    if augments_in_pipeline() or not aug.active:
+        return model
+    from toolkit.data.random_augment import RandomAugment
+
+    inputs = keras.Input(model.input_shape[1:], name="images")
+    augmented = RandomAugment.of(aug, seed=seed, name="augment")(inputs)
+    return keras.Model(inputs, model(augmented), name=f"{model.name}_train")

@@ -26,7 +26,7 @@ from toolkit.runtimes.onnxruntime import (
 RUNTIMES: dict[str, Runtime] = {
     r.name: r
     for r in (
-        Runtime("keras", (".keras",), open_keras, description="Keras 3 on TensorFlow"),
+        Runtime("keras", (".keras",), open_keras, description="Keras 3 on its backend"),
         Runtime(
             "litert", (".tflite",), open_litert, litert_unavailable, "LiteRT interpreter, XNNPACK"
         ),

@@ -1,4 +1,4 @@
-"""The `keras` runtime: a `.keras` file loaded with safe_mode=True, run by TensorFlow."""
+"""The `keras` runtime: a `.keras` file loaded with safe_mode=True, run by the Keras backend."""
 
 from __future__ import annotations
 
@@ -19,17 +19,31 @@ class KerasSession:
     runtime = "keras"
 
     def __init__(self, model, path: Path):
-        import tensorflow as tf
-
         self.model = model
         self.input = _spec(only(model.inputs, "input", path))
         self.output = _spec(only(model.outputs, "output", path))
-        gpus = tf.config.list_logical_devices("GPU")
-        self.providers = [f"TensorFlow {gpus[0].name}" if gpus else "TensorFlow CPU"]
+        self.providers = [_device()]
 
     def run(self, images: np.ndarray) -> np.ndarray:
         """(N, H, W, 3) float32 0-255 -> (N, classes) float32 logits."""
         return run_images(self.model.predict_on_batch, images, self.input, self.output)
+
+
+_BACKEND_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
+
+
+def _device() -> str:
+    """The backend and the device it runs the model on, e.g. "JAX gpu:0"."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "torch":  # keras.distribution has no torch implementation
+        import torch
+
+        device = "cuda:0" if torch.cuda.is_available() else "cpu:0"
+    else:
+        device = keras.distribution.list_devices()[0]
+    return f"{_BACKEND_NAMES.get(backend, backend)} {device}"
 
 
 def open_keras(path: Path, options: RuntimeOptions) -> KerasSession:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -12,7 +11,15 @@ from pathlib import Path
 import keras
 
 from toolkit import atomic
-from toolkit.data import Dataset, check_labels, eval_dataset, load_data, train_dataset
+from toolkit.backend import backend_info, jit_compile
+from toolkit.data import (
+    Dataset,
+    check_labels,
+    eval_dataset,
+    load_data,
+    train_dataset,
+    training_model,
+)
 from toolkit.errors import UsageError
 from toolkit.evaluate import evaluate_model
 from toolkit.models import (
@@ -36,7 +43,7 @@ from toolkit.runfolder import (
 )
 from toolkit.training.history_plot import plot_history
 from toolkit.training.schedule import WarmupCosine
-from toolkit.training.strategies import PRECISIONS, STRATEGIES
+from toolkit.training.strategies import PRECISIONS, STRATEGIES, check_strategy, make_placement
 from toolkit.versions import versions
 
 
@@ -71,6 +78,7 @@ def _validate(options: TrainOptions) -> Preset:
         raise UsageError(
             f"unknown strategy '{options.strategy}': choose one of {', '.join(STRATEGIES)}"
         )
+    check_strategy(options.strategy)
     for name in ("epochs", "batch_size"):
         value = getattr(options, name)
         if value is not None and value < 1:
@@ -104,7 +112,7 @@ def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit:
             keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
             keras.metrics.SparseTopKCategoricalAccuracy(5, name="top5"),
         ],
-        jit_compile=jit,
+        jit_compile=jit_compile(jit),  # JAX: always compiled
     )
 
 
@@ -127,6 +135,7 @@ def _run_config(options: TrainOptions, preset: Preset, data: Dataset, norm) -> d
         "norm_stats": None if norm is None else [norm[0].tolist(), norm[1].tolist()],
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "versions": versions(),
+        "backend": backend_info(),
     }
 
 
@@ -226,12 +235,16 @@ def train(options: TrainOptions, out: Path | None = None, resume: bool = False) 
                 f"{preset.train.batch_size}, {options.precision}, seed {options.seed}",
                 flush=True,
             )
-        strategy = STRATEGIES[options.strategy]()
+        placement = make_placement(options.strategy)
         batch = preset.train.batch_size
-        steps = math.ceil(len(data.y_train) / batch)
-        with strategy.scope():
+        with placement.scope():  # the pipeline splits batches evenly across the replicas
+            train_data = train_dataset(
+                data.x_train, data.y_train, batch, preset.train.augmentation, options.seed
+            )
+            steps = len(train_data)
             model = build_model(preset, data.image_shape, data.num_classes, norm_stats=norm)
-            compile_model(model, preset, steps, options.jit)
+            fit_model = training_model(model, preset.train.augmentation, options.seed)
+            compile_model(fit_model, preset, steps, options.jit)
         callbacks = [
             keras.callbacks.BackupAndRestore(str(out / CHECKPOINT_DIR)),
             keras.callbacks.CSVLogger(str(out / HISTORY_FILE), append=resume),
@@ -245,17 +258,16 @@ def train(options: TrainOptions, out: Path | None = None, resume: bool = False) 
                     restore_best_weights=True,
                 )
             )
-        model.fit(
-            train_dataset(
-                data.x_train, data.y_train, batch, preset.train.augmentation, options.seed
-            ),
-            validation_data=eval_dataset(data.x_val, data.y_val, batch),
-            epochs=preset.train.epochs,
-            callbacks=callbacks,
-            shuffle=False,  # the tf.data pipeline shuffles, seeded
-            verbose=2,
-        )
-        test = evaluate_model(model, data.x_test, data.y_test, batch)
+        with placement.scope():
+            fit_model.fit(
+                train_data,
+                validation_data=eval_dataset(data.x_val, data.y_val, batch),
+                epochs=preset.train.epochs,
+                callbacks=callbacks,
+                shuffle=False,  # the pipeline shuffles, seeded
+                verbose=2,
+            )
+            test = evaluate_model(model, data.x_test, data.y_test, batch)
         atomic.write_with(out / MODEL_FILE, model.save)
         metrics = {
             "test_top1": test["top1"],
@@ -266,6 +278,7 @@ def train(options: TrainOptions, out: Path | None = None, resume: bool = False) 
             "epochs_run": _epochs_logged(out / HISTORY_FILE),
             "dataset": data.name,
             "synthetic_data": data.synthetic,
+            "backend": backend_info(),
         }
         atomic.write_json(out / METRICS_FILE, metrics)
         plot_history(out / HISTORY_FILE, out / HISTORY_PLOT_FILE, f"{out.name}: {data.name}")

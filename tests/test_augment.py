@@ -1,0 +1,224 @@
+"""The in-step augmentation (RandomAugment, affine_warp) and the NumPy-batch pipeline, against
+NumPy references; backend-neutral (tests/test_backends.py runs this module on JAX too). On
+TensorFlow the warp is also pinned to TF's own projective-transform op, which the tf.data
+pipeline uses, so both pipelines augment alike."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+
+from toolkit.data import Augmentation
+from toolkit.data.array_pipeline import ArrayBatches
+from toolkit.data.augment import crop_size
+from toolkit.data.random_augment import RandomAugment
+from toolkit.data.warp import (
+    affine_warp,
+    crop_transforms,
+    reference_affine_warp,
+    rotate_zoom_transforms,
+)
+
+SHIFTVIT = Augmentation(flip=True, crop_resize=(52, 48))  # the seed presets' augmentations
+VIT = Augmentation(flip=True, rotation=0.02, zoom=0.2)
+
+
+def _images(n: int, size: int = 8, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(0, 255, (n, size, size, 3)).astype(np.float32)
+
+
+def _np(x) -> np.ndarray:
+    return keras.ops.convert_to_numpy(x)
+
+
+def _random_transforms(n: int, height: int, width: int, seed: int) -> np.ndarray:
+    """Rotation up to 40 degrees, zoom 0.6-1.4 and shifts up to 3 px: sources fall outside."""
+    g = np.random.default_rng(seed)
+    t = _np(
+        rotate_zoom_transforms(
+            g.uniform(-0.7, 0.7, n).astype("float32"),
+            g.uniform(0.6, 1.4, n).astype("float32"),
+            g.uniform(0.6, 1.4, n).astype("float32"),
+            height,
+            width,
+        )
+    )
+    t[:, 2] += g.uniform(-3, 3, n)
+    t[:, 5] += g.uniform(-3, 3, n)
+    return t.astype(np.float32)
+
+
+def _resize_crop_reference(images: np.ndarray, full: int, offsets: np.ndarray) -> np.ndarray:
+    """Bilinear half-pixel resize to full x full (edges clamped, as tf.image.resize), then the
+    window at `offsets` (row, col) of each image."""
+    size = images.shape[1]
+    centres = (np.arange(full) + 0.5) * size / full - 0.5
+    low = np.floor(centres)
+    frac = centres - low
+    lo = np.clip(low, 0, size - 1).astype(int)
+    hi = np.clip(low + 1, 0, size - 1).astype(int)
+    x = images.astype(np.float64)
+    rows = x[:, lo] * (1 - frac)[None, :, None, None] + x[:, hi] * frac[None, :, None, None]
+    resized = (
+        rows[:, :, lo] * (1 - frac)[None, None, :, None]
+        + rows[:, :, hi] * frac[None, None, :, None]
+    )
+    return np.stack(
+        [r[o[0] : o[0] + size, o[1] : o[1] + size] for r, o in zip(resized, offsets, strict=True)]
+    )
+
+
+# --- affine_warp ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fill_mode", ["nearest", "reflect"])
+@pytest.mark.parametrize("shape", [(3, 9, 11, 3), (2, 8, 8, 1)])
+def test_affine_warp_matches_reference(shape, fill_mode):
+    images = np.random.default_rng(1).uniform(0, 255, shape).astype(np.float32)
+    transforms = _random_transforms(shape[0], shape[1], shape[2], seed=2)
+    got = _np(affine_warp(images, transforms, fill_mode))
+    want = reference_affine_warp(images, transforms, fill_mode)
+    np.testing.assert_allclose(got, want, atol=2e-3, rtol=0)
+
+
+def test_affine_warp_identity_and_integer_shift_are_exact():
+    images = _images(2, 6)
+    identity = np.tile(np.array([[1, 0, 0, 0, 1, 0]], np.float32), (2, 1))
+    np.testing.assert_array_equal(_np(affine_warp(images, identity)), images)
+    shift = np.tile(np.array([[1, 0, 2, 0, 1, -1]], np.float32), (2, 1))  # x + 2, y - 1
+    out = _np(affine_warp(images, shift, "nearest"))
+    np.testing.assert_array_equal(out[:, 1:, :4], images[:, :-1, 2:])
+    np.testing.assert_array_equal(out[:, 0, :4], images[:, 0, 2:])  # clamped row above
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TF's op is the oracle")
+@pytest.mark.parametrize("fill_mode", ["NEAREST", "REFLECT"])
+def test_affine_warp_equals_tensorflow_projective_transform(fill_mode):
+    import tensorflow as tf
+
+    images = _images(4, 12, seed=3)
+    transforms = _random_transforms(4, 12, 12, seed=4)
+    tf_transforms = np.concatenate([transforms, np.zeros((4, 2), np.float32)], axis=1)
+    want = tf.raw_ops.ImageProjectiveTransformV3(
+        images=images,
+        transforms=tf_transforms,
+        output_shape=[12, 12],
+        fill_value=0.0,
+        interpolation="BILINEAR",
+        fill_mode=fill_mode,
+    ).numpy()
+    got = _np(affine_warp(images, transforms, fill_mode.lower()))
+    np.testing.assert_allclose(got, want, atol=2e-3, rtol=0)
+
+
+def test_crop_transforms_equal_resize_then_crop():
+    images, full = _images(3, 8), 11
+    offsets = np.array([[0, 0], [3, 1], [2, 3]], np.int32)
+    got = _np(affine_warp(images, crop_transforms(offsets, 8 / full), "nearest"))
+    np.testing.assert_allclose(got, _resize_crop_reference(images, full, offsets), atol=2e-3)
+
+
+# --- RandomAugment ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("aug", [SHIFTVIT, VIT, Augmentation(flip=True)], ids=str)
+def test_random_augment_is_identity_at_inference(aug):
+    images = _images(4, 16)
+    layer = RandomAugment.of(aug, seed=1)
+    np.testing.assert_array_equal(_np(layer(images)), images)
+    np.testing.assert_array_equal(_np(layer(images, training=False)), images)
+
+
+@pytest.mark.parametrize("aug", [SHIFTVIT, VIT], ids=["shiftvit", "vit"])
+def test_random_augment_keeps_shape_dtype_and_range_and_changes_images(aug):
+    images = _images(16, 32)
+    out = _np(RandomAugment.of(aug, seed=1)(images, training=True))
+    assert out.shape == images.shape and out.dtype == np.float32
+    assert out.min() >= 0 and out.max() <= 255
+    changed = [not np.allclose(o, i) for o, i in zip(out, images, strict=True)]
+    assert sum(changed) >= 15  # a flip alone may leave an image unchanged only by chance 1/2
+
+
+def test_random_flip_mirrors_about_half():
+    images = _images(64, 8)
+    out = _np(RandomAugment(flip=True, seed=2)(images, training=True))
+    same = [np.array_equal(o, i) for o, i in zip(out, images, strict=True)]
+    mirrored = [np.array_equal(o, i[:, ::-1]) for o, i in zip(out, images, strict=True)]
+    assert all(s or m for s, m in zip(same, mirrored, strict=True))
+    assert 16 <= sum(mirrored) <= 48
+
+
+def test_random_crop_is_resize_then_an_independent_window_per_image():
+    size, images = 8, _images(24, 8)
+    aug = Augmentation(crop_resize=(52, 48))
+    full = crop_size(aug, size)  # round(8 * 52 / 48) = 9: offsets 0 or 1 per axis
+    out = _np(RandomAugment.of(aug, seed=3)(images, training=True))
+    windows = {}
+    for i, image in enumerate(out):
+        for offset in [(r, c) for r in range(full - size + 1) for c in range(full - size + 1)]:
+            ref = _resize_crop_reference(images[i : i + 1], full, np.array([offset]))[0]
+            if np.allclose(image, ref, atol=2e-3):
+                windows[i] = offset
+    assert len(windows) == len(images)  # every output is the resized image at some window
+    assert len(set(windows.values())) > 1  # windows drawn per image, not per batch
+
+
+def test_random_rotation_zoom_stays_near_the_image():
+    images = np.tile(np.linspace(0, 255, 32, dtype=np.float32)[None, None, :, None], (8, 32, 1, 3))
+    out = _np(RandomAugment(rotation=0.02, zoom=0.2, seed=4)(images, training=True))
+    assert out.shape == images.shape and out.min() >= 0 and out.max() <= 255
+    # at most 7.2 degrees and 20% zoom about the centre: the centre pixel moves < 1 px
+    np.testing.assert_allclose(out[:, 15:17, 15:17], images[:, 15:17, 15:17], atol=9.0)
+    assert all(not np.allclose(o, images[0], atol=1.0) for o in out)
+
+
+def test_random_augment_is_seeded_and_float32_under_mixed_precision():
+    images = _images(4, 16)
+    a = _np(RandomAugment.of(VIT, seed=7)(images, training=True))
+    b = _np(RandomAugment.of(VIT, seed=7)(images, training=True))
+    np.testing.assert_array_equal(a, b)
+    layer = RandomAugment.of(SHIFTVIT, seed=7, dtype="mixed_bfloat16")
+    assert keras.backend.standardize_dtype(layer(images, training=True).dtype) == "float32"
+
+
+def test_random_augment_config_round_trip():
+    layer = RandomAugment.of(VIT, seed=3)
+    config = layer.get_config()
+    again = RandomAugment.from_config(config)
+    assert again.augmentation == VIT and again.get_config() == config
+
+
+# --- ArrayBatches -----------------------------------------------------------------------
+
+
+def test_array_batches_shuffle_per_epoch_reproducibly_and_cover_everything():
+    x = (np.arange(70)[:, None, None, None] * np.ones((1, 2, 2, 3))).astype(np.uint8)
+    y = np.arange(70)
+    ds = ArrayBatches(x, y, 32, shuffle_seed=5)
+    first = [ds[i] for i in range(len(ds))]
+    assert [b[0].shape[0] for b in first] == [32, 32] and first[0][0].dtype == np.float32
+    labels = np.concatenate([b[1] for b in first])
+    assert len(set(labels)) == 64  # whole batches: 6 samples left out this epoch
+    np.testing.assert_array_equal(first[0][0][:, 0, 0, 0], first[0][1])  # images match labels
+    ds.on_epoch_end()
+    assert not np.array_equal(ds[0][1], first[0][1])  # a new order each epoch
+    again = ArrayBatches(x, y, 32, shuffle_seed=5)
+    np.testing.assert_array_equal(again[0][1], first[0][1])
+    seen = set()
+    for _ in range(20):  # over epochs every sample is trained on
+        seen.update(np.concatenate([ds[i][1] for i in range(len(ds))]).tolist())
+        ds.on_epoch_end()
+    assert seen == set(range(70))
+    assert [len(b[1]) for b in ArrayBatches(x[:20], y[:20], 32, shuffle_seed=0)] == [20]
+
+
+def test_array_batches_split_evenly_across_replicas():
+    x, y = _images(11, 2).astype(np.uint8), np.arange(11)
+    train = ArrayBatches(x[:7], y[:7], 8, shuffle_seed=0, multiple=2)
+    assert [len(b[1]) for b in train] == [6]  # less than a batch: an even split of it
+    evaluation = ArrayBatches(x, y, 4, multiple=2)
+    images, labels, weights = evaluation[2]  # 3 left: padded with one copy weighted 0
+    np.testing.assert_array_equal(labels, [8, 9, 10, 10])
+    np.testing.assert_array_equal(weights, [1, 1, 1, 0])
+    assert len(ArrayBatches(x, None, 4)[2]) == 1  # images only

@@ -1,0 +1,99 @@
+"""Backend-neutral input pipeline: batches gathered from the in-memory uint8 arrays by a
+`keras.utils.PyDataset` whose worker threads prefetch while the step runs. Augmentation is
+not done here but in the train step (`RandomAugment`), on the accelerator.
+
+Every batch shape is compiled anew on JAX, so a training epoch is whole batches only: its
+remainder (a different few samples each epoch) is dropped, unless there is less than one
+batch. Under a keras.distribution (JAX `--strategy mirrored`) every batch must also split
+evenly across the replicas: evaluation pads its last batch with copies weighted 0
+(predictions for the copies are cut off by the caller, which knows how many images it passed).
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import numpy as np
+
+AUGMENTS = False  # the train step augments (RandomAugment)
+WORKERS = 2  # threads gathering batches ahead of the step (numpy releases the GIL)
+QUEUE = 8  # batches held ready
+
+
+def replicas() -> int:
+    """Devices the active keras.distribution splits a batch across (1 without one)."""
+    distribution = keras.distribution.distribution()
+    if distribution is None:
+        return 1
+    return int(np.prod(distribution.device_mesh.shape))
+
+
+class ArrayBatches(keras.utils.PyDataset):
+    """(float32 images 0-255, int32 labels[, weights]) batches of `x`, `y`.
+
+    With a `shuffle_seed` (training): a new seeded order every epoch (the same stream for the
+    same seed), whole batches only (or one batch of a multiple of `multiple` when there is
+    less than a batch). Otherwise (evaluation): the stored order, the last batch padded to a
+    multiple of `multiple` with 0-weight copies.
+    """
+
+    def __init__(
+        self,
+        x: np.ndarray,
+        y: np.ndarray | None,
+        batch_size: int,
+        shuffle_seed: int | None = None,
+        multiple: int = 1,
+    ) -> None:
+        super().__init__(workers=WORKERS, use_multiprocessing=False, max_queue_size=QUEUE)
+        self.x = x
+        self.y = None if y is None else np.asarray(y, np.int32).reshape(-1)
+        self.batch_size = batch_size
+        self.shuffle_seed = shuffle_seed
+        self.multiple = multiple
+        self.epoch = 0
+        self.order = self._order()
+
+    def _order(self) -> np.ndarray:
+        if self.shuffle_seed is None:
+            return np.arange(len(self.x))
+        order = np.random.default_rng([self.shuffle_seed, self.epoch]).permutation(len(self.x))
+        whole = self.batch_size if len(order) >= self.batch_size else self.multiple
+        return order[: len(order) - len(order) % whole]
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.order) / self.batch_size)
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, ...]:
+        if index >= len(self):
+            raise IndexError(f"batch {index} of {len(self)}")
+        idx = self.order[index * self.batch_size : (index + 1) * self.batch_size]
+        pad = -len(idx) % self.multiple
+        if pad:
+            idx = np.concatenate([idx, np.full(pad, idx[-1])])
+        images = self.x[idx].astype(np.float32)
+        if self.y is None:
+            return (images,)
+        if pad:
+            weights = np.ones(len(idx), np.float32)
+            weights[-pad:] = 0.0
+            return images, self.y[idx], weights
+        return images, self.y[idx]
+
+    def on_epoch_end(self) -> None:
+        """Draw the next epoch's order (the workers are stopped by now)."""
+        self.epoch += 1
+        self.order = self._order()
+
+
+def train_batches(
+    x: np.ndarray, y: np.ndarray, batch_size: int, aug: object = None, seed: int = 0
+) -> ArrayBatches:
+    """Shuffled (seeded, new order each epoch) training batches; `aug` is applied in the step."""
+    return ArrayBatches(x, y, batch_size, shuffle_seed=seed, multiple=replicas())
+
+
+def eval_batches(x: np.ndarray, y: np.ndarray | None, batch_size: int) -> ArrayBatches:
+    """Batches in the stored order; images only when `y` is None."""
+    return ArrayBatches(x, y, batch_size, multiple=replicas())

@@ -1,0 +1,82 @@
+"""The training augmentation as a Keras layer (keras.ops and keras.random only), so it runs
+inside the compiled train step on any backend; identity at inference."""
+
+from __future__ import annotations
+
+import math
+
+import keras
+from keras import ops
+
+from toolkit.data.augment import Augmentation, crop_size
+from toolkit.data.warp import affine_warp, crop_transforms, rotate_zoom_transforms
+
+
+@keras.saving.register_keras_serializable(package="toolkit")
+class RandomAugment(keras.layers.Layer):
+    """Per image, independently: horizontal flip (p = 0.5); resize to crop_size then a random
+    image_size window; rotation by U(-rotation, rotation) turns and zoom by U(1 - zoom, 1 + zoom)
+    per axis, reflect-filled; then clip to 0-255. The same transforms as the tf.data pipeline.
+
+    Computes in float32 whatever the mixed-precision policy: it feeds the model's input.
+    """
+
+    def __init__(
+        self,
+        flip: bool = False,
+        crop_resize: tuple[int, int] | None = None,
+        rotation: float = 0.0,
+        zoom: float = 0.0,
+        seed: int | None = None,
+        **kwargs,
+    ) -> None:
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        self.augmentation = Augmentation(
+            flip=bool(flip),
+            crop_resize=tuple(crop_resize) if crop_resize else None,
+            rotation=float(rotation),
+            zoom=float(zoom),
+        )
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+
+    @classmethod
+    def of(cls, augmentation: Augmentation, seed: int | None = None, **kwargs) -> RandomAugment:
+        """The layer applying `augmentation`."""
+        return cls(**augmentation.to_dict(), seed=seed, **kwargs)
+
+    def call(self, images, training: bool | None = None):
+        """Augment in training, pass through otherwise."""
+        aug = self.augmentation
+        if not training or not aug.active:
+            return images
+        _, height, width, _ = images.shape
+        batch = ops.shape(images)[0]
+        images = ops.cast(images, "float32")
+        if aug.flip:
+            flip = keras.random.uniform((batch, 1, 1, 1), seed=self.seed_generator) < 0.5
+            images = ops.where(flip, ops.flip(images, axis=2), images)
+        full = crop_size(aug, height)
+        if aug.crop_resize and full > height:
+            offsets = keras.random.randint(
+                (batch, 2), 0, full - height + 1, seed=self.seed_generator
+            )
+            images = affine_warp(images, crop_transforms(offsets, height / full), "nearest")
+        if aug.rotation > 0 or aug.zoom > 0:
+            limit = aug.rotation * 2.0 * math.pi
+            angles = keras.random.uniform((batch,), -limit, limit, seed=self.seed_generator)
+            zooms = keras.random.uniform(
+                (2, batch), 1.0 - aug.zoom, 1.0 + aug.zoom, seed=self.seed_generator
+            )
+            transforms = rotate_zoom_transforms(angles, zooms[0], zooms[1], height, width)
+            images = affine_warp(images, transforms, "reflect")
+        return ops.clip(images, 0.0, 255.0)
+
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
+        """Same shape as the input."""
+        return tuple(input_shape)
+
+    def get_config(self) -> dict:
+        """Constructor arguments only."""
+        return {**super().get_config(), **self.augmentation.to_dict(), "seed": self.seed}
