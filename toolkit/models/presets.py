@@ -172,7 +172,7 @@ _VIT = {
             image_size=32,
             patch_size=4,
             dim=64,
-            depth=6,
+            depth=4,
             num_heads=4,
             key_dim=16,
             mlp_units=(128, 64),
@@ -180,7 +180,7 @@ _VIT = {
             head_units=(256,),
             head_dropout=0.3,
         ),
-        replace(_VIT_SEED_TRAIN, batch_size=128, epochs=30, lr_max=2e-3),
+        replace(_VIT_SEED_TRAIN, batch_size=128, epochs=15, lr_max=2e-3),
     ),
 }
 
