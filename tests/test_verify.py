@@ -6,9 +6,9 @@ import json
 import math
 from pathlib import Path
 
-import keras
 import numpy as np
 import pytest
+from wrong_ops import CropPadShift, UnmaskedLSA
 
 from cli.main import main
 from export import export_run
@@ -17,7 +17,6 @@ from export.verify.cells import FAIL, NOT_APPLICABLE, PASS, UNAVAILABLE
 from export.verify.command import REPORT_FILE
 from export.verify.metrics import compare
 from export.verify.opexport import PRECISIONS
-from toolkit.ops import LocalitySelfAttention, PartialShift
 from toolkit.runtimes import RUNTIMES
 from toolkit.training.train import TrainOptions, train
 
@@ -28,50 +27,6 @@ CPU_RUNTIMES = ["keras", "litert", "ort-cpu"]
 SHIFT_SHAPE = {"shift": [{"h": 5, "w": 7, "c": 26, "num_div": 12, "shift_pixel": 1}]}
 STATUSES = {PASS, FAIL, UNAVAILABLE, NOT_APPLICABLE, "error"}
 pytestmark = pytest.mark.filterwarnings("ignore:Statistics for quantized inputs:UserWarning")
-
-
-# -- deliberately wrong ops --
-
-
-@keras.saving.register_keras_serializable(package="test_verify")
-class CropPadShift(PartialShift):
-    """The keras.io formulation: each group is cropped and padded back at the same offset, so
-    nothing moves (only a border line is zeroed)."""
-
-    def call(self, x):
-        g, s = x.shape[-1] // self.num_div, self.shift_pixel
-
-        def crop_pad(t, axis: int, offset: int):
-            index, pads = [slice(None)] * 4, [[0, 0]] * 4
-            index[axis] = slice(offset, offset + t.shape[axis] - s)
-            pads[axis] = [offset, s - offset]
-            return keras.ops.pad(t[tuple(index)], pads)
-
-        parts = [
-            crop_pad(x[..., 0:g], 2, 0),
-            crop_pad(x[..., g : 2 * g], 2, s),
-            crop_pad(x[..., 2 * g : 3 * g], 1, 0),
-            crop_pad(x[..., 3 * g : 4 * g], 1, s),
-            x[..., 4 * g :],
-        ]
-        return keras.ops.concatenate(parts, axis=-1)
-
-
-@keras.saving.register_keras_serializable(package="test_verify")
-class UnmaskedLSA(LocalitySelfAttention):
-    """LSA with its learned temperature but without the diagonal mask."""
-
-    def call(self, x, return_attention_scores=False, training=None):
-        t = x.shape[1]
-        q, k, v = (
-            self.split_heads(d(x), t) for d in (self.query_dense, self.key_dense, self.value_dense)
-        )
-        scores = keras.ops.matmul(q / self.tau, keras.ops.transpose(k, (0, 1, 3, 2)))
-        attended = keras.ops.matmul(keras.ops.softmax(scores, axis=-1), v)
-        merged = keras.ops.reshape(
-            keras.ops.transpose(attended, (0, 2, 1, 3)), (-1, t, self.num_heads * self.key_dim)
-        )
-        return self.output_dense(merged)
 
 
 # -- running the command the way the CLI does --

@@ -1,11 +1,16 @@
-"""`toolkit verify RUN`: arguments, tables on the terminal, RUN/verify.json, exit 0/1."""
+"""`toolkit verify RUN`: arguments, tables on the terminal, RUN/verify.json (and with --layers
+verify_layers.png beside it), parity records in RUN/export/model.json, exit 0/1."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from export.verify.cases import OP_CASES, SHAPE_SETS
+from export.verify.layerlevel import LAYER_SAMPLES, verify_layers_run
+from export.verify.layerreport import PLOT_FILE, divergence_lines, layer_table, plot_layers
+from export.verify.parity import record_parity
 from export.verify.report import (
     attribution_table,
     model_table,
@@ -16,6 +21,7 @@ from export.verify.suite import ATTRIBUTION_SAMPLES, verify_run
 from export.verify.tolerance import ATOL_FP32, INT8_STEPS, Tolerances
 from toolkit import atomic
 from toolkit.errors import UsageError
+from toolkit.runfolder import EXPORT_DIR, MANIFEST_FILE
 from toolkit.runtimes import RUNTIMES
 
 REPORT_FILE = "verify.json"
@@ -34,7 +40,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="model level: first N test images of the run's data (default: the whole split); "
-        f"the int8 attribution uses min(N, {ATTRIBUTION_SAMPLES})",
+        f"the int8 attribution uses min(N, {ATTRIBUTION_SAMPLES}); --layers: default "
+        f"{LAYER_SAMPLES}",
+    )
+    p.add_argument(
+        "--formats",
+        metavar="F[,F...]",
+        help="with --layers: exported formats to check (default: every one in model.json)",
     )
     p.add_argument(
         "--atol-fp32",
@@ -67,6 +79,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     only = p.add_mutually_exclusive_group()
     only.add_argument("--ops-only", action="store_true", help="op level only")
     only.add_argument("--models-only", action="store_true", help="model level only")
+    only.add_argument(
+        "--layers",
+        action="store_true",
+        help="layer level only: each artifact's tensors at every block boundary vs Keras, the "
+        f"first that leaves its tolerance, and {PLOT_FILE} beside the report",
+    )
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -89,25 +107,63 @@ def _json_path(args: argparse.Namespace) -> Path:
     return path
 
 
+def _manifest_writable(run: Path) -> bool:
+    """Whether RUN/export/model.json can take the parity records; says so on stderr if not."""
+    path = run / EXPORT_DIR / MANIFEST_FILE
+    try:
+        atomic.check_writable(path)
+    except UsageError as exc:
+        print(f"toolkit: note: no parity record will be saved: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
-    """Verify, print the tables, write the JSON report; 1 when a tolerance is exceeded."""
+    """Verify, print the tables, write the JSON report (and the layer plot), record parity in
+    model.json; 1 when a tolerance is exceeded."""
     tolerances = _tolerances(args)
+    if args.formats is not None and not args.layers:
+        raise UsageError("--formats applies to the layer level: add --layers, or drop --formats")
     level = "ops" if args.ops_only else "models" if args.models_only else "all"
+    record = False
     if args.run.is_dir():
-        _json_path(args)  # a bad --json fails before the work, not after it
-    report = verify_run(
-        args.run,
-        level=level,
-        runtimes=_split(args.runtimes),
-        samples=args.samples,
-        tolerances=tolerances,
-        shapes=args.shapes,
-        ops=_split(args.ops),
-    )
+        path = _json_path(args)  # a bad --json fails before the work, not after it
+        if args.layers:
+            atomic.check_writable(
+                path.parent / PLOT_FILE, "plot", "pass --json in a writable folder"
+            )
+        record = level != "ops" and _manifest_writable(args.run)
+    if args.layers:
+        report = verify_layers_run(
+            args.run,
+            formats=_split(args.formats),
+            runtimes=_split(args.runtimes),
+            samples=args.samples,
+            tolerances=tolerances,
+        )
+    else:
+        report = verify_run(
+            args.run,
+            level=level,
+            runtimes=_split(args.runtimes),
+            samples=args.samples,
+            tolerances=tolerances,
+            shapes=args.shapes,
+            ops=_split(args.ops),
+        )
     path = _json_path(args)
+    if "layers" in report and plot_layers(
+        report["layers"], path.parent / PLOT_FILE, Path(report["run"]).name
+    ):
+        report["layers"]["plot"] = str(path.parent / PLOT_FILE)
     atomic.write_json(path, report)
+    updated = record_parity(args.run / EXPORT_DIR, report) if record else []
     print_report(report)
     print(f"report: {path}")
+    if "layers" in report and "plot" in report["layers"]:
+        print(f"plot: {report['layers']['plot']}")
+    if updated:
+        print(f"parity recorded in {args.run / EXPORT_DIR / MANIFEST_FILE}: {', '.join(updated)}")
     return 0 if report["passed"] else 1
 
 
@@ -144,7 +200,23 @@ def print_report(report: dict) -> None:
                 f"of {len(attribution['layers'])} layers)"
             )
             print(attribution_table(attribution))
-    cells = [c for part in ("ops", "models") for c in report.get(part, {}).get("cells", [])]
+    layers = report.get("layers")
+    if layers:
+        print(
+            f"layer level: {layers['samples']} test images of {layers['data']}, "
+            f"{len(layers['boundaries'])} boundaries vs Keras ({layers['seconds']:.0f} s)"
+        )
+        print(layer_table(layers))
+        print(
+            "SQNR in dB vs the Keras tensor (int8: + max error in steps of the tensor's own "
+            "scale, fp: a float tensor inside the int8 model); -: not found in the artifact"
+        )
+        print()
+        for line in divergence_lines(layers):
+            print(line)
+    cells = [
+        c for part in ("ops", "models", "layers") for c in report.get(part, {}).get("cells", [])
+    ]
     for line in unavailable_reasons(cells):
         print(f"unavailable: {line}")
     print()
