@@ -1,7 +1,7 @@
 """Training throughput (images/s) of the seed ShiftViT and ViT presets beside a keras.io port.
 
     python -m bench.studies.train_throughput [--models shiftvit,vit-lsa] [--steps N] [--warmup N]
-        [--batch-size N] [--rounds N] [--retries N] [--variants]
+        [--batch-size N] [--rounds N] [--retries N] [--variants] [--backends B[,B...]]
         [--json FILE] [--md FILE]
 
 For each model it trains, on synthetic CIFAR-shaped uint8 data (batch * steps images, random
@@ -13,6 +13,11 @@ labels):
   tf.data pipeline, augmentation in a parallel map) and toolkit.training.train.compile_model,
   as `toolkit train` runs them (jit_compile=False).
 * "toolkit --jit": the same with jit_compile=True (XLA), as `toolkit train --jit`.
+* "toolkit on jax" (one row per other Keras backend in --backends, default: jax when it is
+  installed): `toolkit train` on that backend, in a worker process (one backend per process):
+  the NumPy PyDataset pipeline, augmentation inside the compiled step (RandomAugment), the step
+  always compiled on JAX. Its timed segments interleave with this process's rounds: this
+  process waits while the worker times one.
 
 --variants adds rows that separate where a difference comes from: "toolkit model, keras.io
 in-model aug" (our network behind the example's in-model augmentation, fed like the port) and
@@ -34,8 +39,10 @@ import platform
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -46,6 +53,7 @@ import tensorflow as tf  # noqa: E402
 
 from bench.machine import cpu_model  # noqa: E402
 from bench.studies import keras_io_port as port  # noqa: E402
+from toolkit.backend import installed  # noqa: E402
 from toolkit.data import train_dataset  # noqa: E402
 from toolkit.models import build_model, channel_stats, get_preset  # noqa: E402
 from toolkit.training.train import compile_model  # noqa: E402
@@ -55,6 +63,7 @@ INPUT_SHAPE = (32, 32, 3)
 NUM_CLASSES = {"shiftvit": 10, "vit-lsa": 100, "vit": 100}
 TRAIN_IMAGES = {"shiftvit": 40_000, "vit-lsa": 50_000, "vit": 50_000}  # sizes the LR schedule
 PORT = "keras.io port"
+WORKER_FLAG = "--backend-worker"
 TOOLKIT_PIPELINE = "toolkit.data.train_dataset"
 CORES = os.cpu_count() or 1
 QUIET = 0.10  # a timing segment counts as undisturbed when others used <= 10% of the CPU
@@ -216,6 +225,104 @@ def _plan(name: str, batch: int, steps: int, variants: bool):
     return plan
 
 
+@dataclass
+class Entry:
+    """One implementation, built and warmed up, timed segment by segment."""
+
+    label: str
+    setup: float
+    time_segment: Callable[[], Segment]
+    trainable: int
+    jit: bool
+    pipeline: str
+    segments: list[Segment]
+
+
+def _toolkit_on_backend(name: str, batch: int, steps: int, warmup: int):
+    """`toolkit train`'s model, training wrapper, compile and pipeline on the current backend
+    (synthetic data as _plan's, enough for a segment without repeating the dataset)."""
+    from toolkit.data import training_model
+
+    preset = get_preset(name, "seed")
+    rng = np.random.default_rng(0)
+    n = batch * (max(steps + 1, warmup) + 1)
+    x = rng.integers(0, 256, (n, *INPUT_SHAPE), dtype=np.uint8)
+    y = rng.integers(0, NUM_CLASSES[name], n).astype(np.int64)
+    norm = channel_stats(x) if name != "shiftvit" else None
+    model = build_model(preset, INPUT_SHAPE, NUM_CLASSES[name], norm_stats=norm)
+    fit_model = training_model(model, preset.train.augmentation, 0)
+    compile_model(fit_model, preset, math.ceil(TRAIN_IMAGES[name] / batch), True)
+    dataset = train_dataset(x, y, batch, preset.train.augmentation, 0)
+    return model, fit_model, dataset
+
+
+def backend_worker(name: str, batch: int, steps: int, warmup: int) -> int:
+    """The worker of a "toolkit on BACKEND" row: build and warm up, print one JSON line, then
+    time `steps` steps for every "time" line on stdin, printing each Segment as JSON."""
+    keras.utils.set_random_seed(0)
+    start = time.perf_counter()
+    model, fit_model, dataset = _toolkit_on_backend(name, batch, steps, warmup)
+    _fit(fit_model, dataset, warmup)
+    ready = {
+        "setup": round(time.perf_counter() - start, 1),
+        "trainable": _trainable(model),
+        "jit": bool(fit_model.jit_compile),
+        "pipeline": f"{type(dataset).__name__} (NumPy batches), augmentation in the step",
+        "backend": keras.backend.backend(),
+    }
+    print(json.dumps(ready), flush=True)
+    for line in sys.stdin:
+        if line.strip() != "time":
+            break
+        print(json.dumps(_timed_segment(fit_model, dataset, steps).__dict__), flush=True)
+    return 0
+
+
+def _worker_entry(backend: str, name: str, batch: int, steps: int, warmup: int) -> Entry:
+    """Start the worker for `backend` and wait until it has warmed up."""
+    import subprocess
+
+    argv = [sys.executable, "-m", "bench.studies.train_throughput", WORKER_FLAG, name]
+    argv += ["--batch-size", str(batch), "--steps", str(steps), "--warmup", str(warmup)]
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "KERAS_BACKEND": backend},
+    )
+    ready = _worker_line(proc, backend)
+
+    def time_segment() -> Segment:
+        proc.stdin.write("time\n")
+        proc.stdin.flush()
+        return Segment(**_worker_line(proc, backend))
+
+    _WORKERS.append(proc)
+    label = f"toolkit on {backend}" + (" (always compiled)" if backend == "jax" else " --jit")
+    return Entry(
+        label, ready["setup"], time_segment, ready["trainable"], ready["jit"], ready["pipeline"], []
+    )
+
+
+_WORKERS: list = []
+
+
+def _worker_line(proc, backend: str) -> dict:
+    """The next JSON line of a worker (other lines, e.g. Keras' logs, are skipped)."""
+    for line in proc.stdout:
+        if line.startswith("{"):
+            return json.loads(line)
+    raise RuntimeError(f"the {backend} worker ended (exit {proc.wait()}) before answering")
+
+
+def _stop_workers() -> None:
+    while _WORKERS:
+        proc = _WORKERS.pop()
+        proc.stdin.close()
+        proc.wait()
+
+
 def bench_model(
     name: str,
     batch: int,
@@ -224,14 +331,16 @@ def bench_model(
     rounds: int,
     retries: int,
     variants: bool,
+    backends: tuple[str, ...] = (),
 ) -> list[Run]:
     """Build and warm up every implementation, then time them in interleaved rounds.
 
-    A segment during which other processes took more than QUIET of the CPU is timed again, up
-    to `retries` times; the last attempt counts.
+    `backends`: other Keras backends, each timed in a worker process. A segment during which
+    other processes took more than QUIET of the CPU is timed again, up to `retries` times; the
+    last attempt counts.
     """
     keras.backend.clear_session()
-    entries = []
+    entries: list[Entry] = []
     for label, make in _plan(name, batch, steps, variants):
         keras.utils.set_random_seed(0)
         start = time.perf_counter()
@@ -239,11 +348,39 @@ def bench_model(
         _fit(model, dataset, warmup)  # traces (and for XLA compiles) the train step
         setup = round(time.perf_counter() - start, 1)
         print(f"  {name:9s} {label:38s} built + {warmup} warmup steps in {setup:.0f}s", flush=True)
-        entries.append((label, setup, model, dataset, pipeline, []))
+        entries.append(
+            Entry(
+                label,
+                setup,
+                lambda model=model, dataset=dataset: _timed_segment(model, dataset, steps),
+                _trainable(model),
+                bool(model.jit_compile),
+                pipeline,
+                [],
+            )
+        )
+    for backend in backends:
+        entry = _worker_entry(backend, name, batch, steps, warmup)
+        print(
+            f"  {name:9s} {entry.label:38s} built + {warmup} warmup steps in {entry.setup:.0f}s",
+            flush=True,
+        )
+        entries.append(entry)
+    try:
+        _time_rounds(name, entries, batch, steps, rounds, retries)
+    finally:
+        _stop_workers()
+    return _runs(name, entries, batch, steps, warmup)
+
+
+def _time_rounds(
+    name: str, entries: list[Entry], batch: int, steps: int, rounds: int, retries: int
+) -> None:
     for r in range(rounds):
-        for label, _, model, dataset, _, segments in entries:
+        for entry in entries:
+            label, segments = entry.label, entry.segments
             for attempt in range(1 + retries):
-                seg = _timed_segment(model, dataset, steps)
+                seg = entry.time_segment()
                 note = "" if seg.other is None else f", other processes {seg.other:.0%} of the CPU"
                 print(
                     f"  {name:9s} {label:38s} round {r + 1}: {batch * steps / seg.seconds:7.1f}"
@@ -253,14 +390,18 @@ def bench_model(
                 if seg.other is None or seg.other <= QUIET or attempt == retries:
                     break
             segments.append(seg)
+
+
+def _runs(name: str, entries: list[Entry], batch: int, steps: int, warmup: int) -> list[Run]:
     runs = []
-    for label, setup, model, _, pipeline, segments in entries:
+    for entry in entries:
+        segments = entry.segments
         speeds = [round(batch * steps / g.seconds, 1) for g in segments]
         per_cpu = [batch * steps / g.cpu_seconds for g in segments]
         runs.append(
             Run(
                 model=name,
-                implementation=label,
+                implementation=entry.label,
                 batch_size=batch,
                 steps=steps,
                 warmup=warmup,
@@ -270,10 +411,10 @@ def bench_model(
                 rounds_images_per_s=speeds,
                 rounds_images_per_cpu_s=[round(v, 2) for v in per_cpu],
                 rounds_other_cpu=[None if g.other is None else round(g.other, 2) for g in segments],
-                trainable_params=_trainable(model),
-                jit_compile=bool(model.jit_compile),
-                pipeline=pipeline,
-                build_and_warmup_s=setup,
+                trainable_params=entry.trainable,
+                jit_compile=entry.jit,
+                pipeline=entry.pipeline,
+                build_and_warmup_s=entry.setup,
             )
         )
     base = runs[0]
@@ -386,9 +527,22 @@ def main(argv: list[str] | None = None) -> int:
         help="re-time a segment disturbed by other processes (>10%% of the CPU) up to N times",
     )
     parser.add_argument("--variants", action="store_true", help="also time the analysis rows")
+    parser.add_argument(
+        "--backends",
+        default=",".join(b for b in ("jax",) if installed(b)),
+        help="other Keras backends to time `toolkit train` on, in worker processes "
+        "(default: jax when installed; '' for none)",
+    )
+    parser.add_argument(WORKER_FLAG, metavar="MODEL", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, default=None, help="write the results as JSON")
     parser.add_argument("--md", type=Path, default=None, help="write the results as Markdown")
     args = parser.parse_args(argv)
+    if args.backend_worker:
+        return backend_worker(args.backend_worker, args.batch_size, args.steps, args.warmup)
+    backends = tuple(b.strip() for b in args.backends.split(",") if b.strip())
+    for b in backends:
+        if b == "tensorflow" or not installed(b):
+            parser.error(f"--backends {b}: name other installed Keras backends (jax, torch)")
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     for m in models:
         if m not in NUM_CLASSES:
@@ -410,9 +564,10 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": args.rounds,
             "retries": args.retries,
             "variants": args.variants,
+            "backends": list(backends),
         },
         "machine": machine(),
-        "versions": versions(),
+        "versions": {**versions(), **{b: metadata.version(b) for b in backends}},
     }
     print(f"{report['machine']['cpu']}, {report['machine']['cores']} cores; {command}", flush=True)
     runs: list[Run] = []
@@ -425,6 +580,7 @@ def main(argv: list[str] | None = None) -> int:
             args.rounds,
             args.retries,
             args.variants,
+            backends,
         )
     report["load_average_at_end"] = _load_average()
     report["results"] = [r.__dict__ for r in runs]
