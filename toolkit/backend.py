@@ -54,9 +54,8 @@ def require_backend() -> str:
             f"KERAS_BACKEND={name} is not supported: set it to one of {', '.join(BACKENDS)}"
         )
     if not backend_installed(name):
-        extra = "tf" if name == "tensorflow" else name
         raise UsageError(
-            f"Keras backend {name} is not installed: pip install 'toolkit[{extra}]' "
+            f"Keras backend {name} is not installed: pip install 'toolkit[{name}]' "
             f"or set KERAS_BACKEND to an installed one ({_installed_list()})"
         )
     return name
