@@ -261,7 +261,7 @@ def _why_missing(b: Boundary, owned: list[Op], fused: list[Op], scopes: ScopeNam
         op = fused[-1]
         return f"not found: fused by the converter into {op.type} of '{scopes.owner(op.name)}'"
     if not owned:
-        return "not found: no op of this layer is left (fused by the converter)"
+        return "not found: no op keeps this layer's name (the converter fused or renamed it)"
     shape = "x".join(map(str, b.shape))
     return f"not found: no tensor of shape {shape} leaves the layer (fused by the converter)"
 

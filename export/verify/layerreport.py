@@ -121,7 +121,7 @@ def plot_layers(report: dict, out_png: Path, title: str) -> bool:
     ax.set_ylabel("SQNR vs Keras (dB)")
     ax.set_title(f"{title}: boundary tensors vs Keras (x: outside tolerance; {EXACT_DB:g}: exact)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=8, loc="best")
     with atomic.atomic_path(out_png) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
