@@ -195,6 +195,7 @@ def test_keras_io_no_op_shift_is_the_first_divergence(runs, tmp_path):
         (["--layers", "--formats", "tflite-fp16"], "not exported in this run"),
         (["--layers", "--formats", "tflit"], "did you mean 'tflite'"),
         (["--layers", "--models-only"], "not allowed with argument"),
+        (["--layers", "--samples", "0"], "--samples must be a positive integer"),
     ],
 )
 def test_bad_input_exits_2(runs, tmp_path, capsys, argv, message):

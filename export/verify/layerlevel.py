@@ -82,7 +82,8 @@ def verify_layers_run(
     chosen = check_runtimes(runtimes)
     names = check_formats(formats, run.manifest())
     model = run.load_model()
-    data = test_images(run, samples or LAYER_SAMPLES)
+    samples = LAYER_SAMPLES if samples is None else samples
+    data = test_images(run, samples)  # --samples < 1 is a UsageError there
     report: dict = {
         "tool": "toolkit verify",
         "run": str(run.path),
@@ -92,7 +93,7 @@ def verify_layers_run(
             "level": "layers",
             "runtimes": chosen,
             "formats": names,
-            "samples": samples or LAYER_SAMPLES,
+            "samples": samples,
         },
         "tolerances": {**tolerances.to_dict(), "layer_rules": layer_rationale()},
     }
