@@ -43,7 +43,7 @@ from toolkit.runtimes import RUNTIMES
 from toolkit.versions import versions
 
 LAYER_SAMPLES = 64  # default test images: enough for stable SQNR, seconds per artifact
-CHUNK = 32  # images per call: bounds the memory of every preserved intermediate tensor
+CHUNK = 32  # images per Keras and ORT call: bounds activation memory (LiteRT: its own batch)
 NOT_FOUND = "not found"
 # runtime -> capture class: opens an artifact with its boundary tensors readable
 CAPTURES: dict[str, Callable] = {
