@@ -101,6 +101,7 @@ def crop_transforms(offsets, scale: float):
 def rotate_zoom_transforms(angles, zoom_x, zoom_y, height: int, width: int):
     """Transforms of a zoom (zoom_x, zoom_y) then a rotation by `angles` about the centre:
     keras RandomRotation followed by RandomZoom as one warp."""
+    angles, zoom_x, zoom_y = (ops.convert_to_tensor(v, "float32") for v in (angles, zoom_x, zoom_y))
     cos, sin = ops.cos(angles), ops.sin(angles)
     cx, cy = (width - 1.0) / 2.0, (height - 1.0) / 2.0
     a0, a1 = cos * zoom_x, -sin * zoom_y

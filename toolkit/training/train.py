@@ -57,7 +57,7 @@ class TrainOptions:
     epochs: int | None = None
     batch_size: int | None = None
     precision: str = "float32"
-    jit: bool = False
+    jit: bool = False  # compile the step: XLA on TF, torch.compile on torch; JAX always does
     strategy: str = "default"
     seed: int = 0
 
