@@ -2,7 +2,9 @@
 step), NumPy batches from a PyDataset elsewhere (augmenting inside the compiled step).
 
 Batches are (float32 images 0-255, integer labels); the training stream is shuffled with a new
-seeded order every epoch, evaluation keeps the stored order.
+seeded order every epoch, evaluation keeps the stored order. tf.data stays TensorFlow's: with
+--jit it trained the seed presets with ~10% more images per CPU-second than the NumPy batches
+and in-step augmentation there (2-core EPYC: ShiftViT 101 vs 92, ViT-LSA 34 vs 31).
 """
 
 from __future__ import annotations
