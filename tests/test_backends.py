@@ -163,7 +163,7 @@ def test_jax_run_records_its_backend_and_learned(jax_runs, model):
 
 @needs_jax
 @pytest.mark.parametrize("model", MODELS)
-def test_jax_run_loads_on_tensorflow_with_the_same_logits(jax_runs, model):
+def test_jax_run_loads_on_tensorflow_with_the_same_logits_and_score(jax_runs, model, capsys):
     run = jax_runs["root"] / model
     import toolkit  # noqa: F401  (registers the custom layers for safe mode)
 
@@ -171,6 +171,9 @@ def test_jax_run_loads_on_tensorflow_with_the_same_logits(jax_runs, model):
     logits = np.asarray(loaded.predict(_probe_images(), verbose=0))
     want = np.load(run / "jax_logits.npy")
     assert np.abs(logits - want).max() <= 1e-5
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert main(["eval", str(run)]) == 0  # on TensorFlow: the top-1 JAX measured
+    assert f"top-1 {metrics['test_top1']:.2%}" in capsys.readouterr().out
 
 
 @needs_jax
