@@ -32,7 +32,12 @@ def _add_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, help="default: the preset's")
     p.add_argument("--out", type=Path, help="run folder (default runs/<model>-<preset>-<time>)")
     p.add_argument("--precision", help="float32 (default), mixed_float16, mixed_bfloat16")
-    p.add_argument("--jit", action="store_true", default=None, help="compile the train step (XLA)")
+    p.add_argument(
+        "--jit",
+        action="store_true",
+        default=None,
+        help="compile the train step (XLA on TF, torch.compile on torch; JAX always does)",
+    )
     p.add_argument("--strategy", help="default (default) or mirrored (all GPUs)")
     p.add_argument(
         "--resume",
@@ -183,6 +188,7 @@ class Command:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
     needs: tuple[str, ...] = ()  # modules that must be installed (checked before arguments)
+    keras_backend: bool = False  # runs Keras: its backend must be installed
 
 
 # Converters a JAX-only or runtime-only install may lack; module -> its name in the error.
@@ -190,8 +196,10 @@ CONVERTERS = ("tensorflow", "tf2onnx")
 _NEED_NAMES = {"tensorflow": "TensorFlow", "tf2onnx": "tf2onnx"}
 
 COMMANDS: dict[str, Command] = {
-    "train": Command("train a model into a run folder", _add_train, _run_train),
-    "eval": Command("top-1/top-5 of a run on a test split", _add_eval, _run_eval),
+    "train": Command("train a model into a run folder", _add_train, _run_train, keras_backend=True),
+    "eval": Command(
+        "top-1/top-5 of a run on a test split", _add_eval, _run_eval, keras_backend=True
+    ),
     "demo": Command(
         "tiny presets end to end on offline data", _add_demo, _run_demo, needs=CONVERTERS
     ),
@@ -213,7 +221,9 @@ COMMANDS: dict[str, Command] = {
         _run_bench,
         needs=("tensorflow",),
     ),
-    "presets": Command("table of presets: parameters and MACs", _add_presets, _run_presets),
+    "presets": Command(
+        "table of presets: parameters and MACs", _add_presets, _run_presets, keras_backend=True
+    ),
 }
 
 
@@ -251,6 +261,10 @@ def check_needs(name: str) -> None:
     if missing:
         what = " and ".join(_NEED_NAMES.get(module, module) for module in missing)
         raise UsageError(f"toolkit {name} needs {what}: {_install_hint(missing)}")
+    if COMMANDS[name].keras_backend:
+        from toolkit.backend import require_backend
+
+        require_backend()
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
