@@ -94,6 +94,18 @@ def roofline_lines(result: dict) -> list[str]:
     return lines
 
 
+def settings_lines(rows: list[dict]) -> list[str]:
+    """One line per runtime whose rows say how its sessions were set up (ORT's options)."""
+    seen: dict[str, dict] = {}
+    for row in rows:
+        if row.get("settings"):
+            seen.setdefault(row["runtime"], row["settings"])
+    return [
+        f"- {runtime} session: " + ", ".join(f"{k} {v}" for k, v in settings.items())
+        for runtime, settings in seen.items()
+    ]
+
+
 def markdown(result: dict) -> str:
     """bench.md: what ran where, the table, the roofline and the reasons."""
     m = result["machine"]
@@ -121,6 +133,7 @@ def markdown(result: dict) -> str:
         f"- top-1 on the test split of {data['spec'] or 'the run data'}"
         f" ({data['samples'] or '?'} images), computed once per file on its default runtime",
         "- spread: (max - min) / median of the p50 of 5 consecutive slices of the timed calls",
+        *settings_lines(result["rows"]),
         *([f"- top-1 not computed: {data['error']}"] if data.get("error") else []),
         "",
     ]

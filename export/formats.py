@@ -1,24 +1,25 @@
 """The format registry: one row per `--format` name holding every fact about that format.
 
-A row says which file and runtime the artifact has, what precision it computes in, how it is
-converted and which options it takes, how `toolkit verify` judges it (a rule name of
-export/verify/modelrules.py), which roofline peak `toolkit bench` holds it against, whether the
-int8 attribution applies, and its `--max-accuracy-drop` search space. Verify, bench and the
-int8 search read these rows; no other table is keyed by format name.
+A row says which file and runtime the artifact has, what precision it computes in, which named
+recipe converts it without a search (recorded in model.json), which options it takes, how
+`toolkit verify` judges it (a rule name of export/verify/modelrules.py), which roofline peak
+`toolkit bench` holds it against, whether the int8 attribution applies, and its
+`--max-accuracy-drop` search space. Verify, bench and the int8 search read these rows; no other
+table is keyed by format name.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from export.int8_search import ONNX_SEARCH, TFLITE_SEARCH, SearchSpace
+from export.int8_search import ONNX_RECIPES, ONNX_SEARCH, TFLITE_RECIPES, TFLITE_SEARCH, SearchSpace
 from export.onnx import convert_onnx
-from export.onnx_int8 import convert_onnx_int8
+from export.onnx_int8 import OnnxRecipe, onnx_int8_converter
 from export.source import ExportSource
-from export.tflite import DYNAMIC, FP16, FP32, INT8, INT8_FLOAT_IO, tflite_converter
+from export.tflite import DYNAMIC_B1, FP16, FP32, Recipe, tflite_converter
 from toolkit.errors import UsageError
 
 ALL = "all"
@@ -35,6 +36,15 @@ ONNX_OPTIONS = ("opset",)
 CALIB_OPTIONS = ("calib_data", "calib_samples")
 SEARCH_OPTIONS = ("max_accuracy_drop",)  # taken by exactly the formats with a search space
 
+# The recipes the int8 formats use without --max-accuracy-drop, measured on both seed
+# architectures (bench/results/fast_by_default.md): the tflite-int8 search's winner on both;
+# with float in/out, also the logits layer float (int8 logits tie on low-margin images); for
+# ONNX Runtime, int8 MatMuls on activations quantized per call with 7-bit weights, which do
+# not saturate the int16 pair sums of AVX2 CPUs without VNNI and cost nothing with VNNI.
+TFLITE_INT8_RECIPE = "int8-b1-float-norm-gelu-attention"
+TFLITE_INT8_FLOAT_IO = replace(TFLITE_RECIPES[TFLITE_INT8_RECIPE], int8_io=False, float_logits=True)
+ONNX_INT8_RECIPE = "dynamic-matmul-reduce-range"
+
 
 @dataclass(frozen=True)
 class Format:
@@ -45,6 +55,8 @@ class Format:
     runtime: str  # ort-cpu or litert: the runtime that loads and validates the artifact
     precision: str  # one of PRECISIONS: the numbers the artifact computes in
     convert: Callable[[ExportSource, Path], None]
+    recipe: str  # the name of what `convert` does, as model.json records it
+    settings: Recipe | OnnxRecipe | None  # its converter settings (None: plain float ONNX)
     options: tuple[str, ...]
     rule: str  # `toolkit verify`'s model-level rule: a key of export/verify/modelrules.RULES
     roofline: str  # one of ROOFLINE_PRECISIONS: the peak `toolkit bench` holds it against
@@ -62,6 +74,8 @@ FORMATS: dict[str, Format] = {
             runtime="ort-cpu",
             precision="fp32",
             convert=convert_onnx,
+            recipe="fp32",
+            settings=None,
             options=ONNX_OPTIONS,
             rule="fp32",
             roofline="fp32",
@@ -72,11 +86,14 @@ FORMATS: dict[str, Format] = {
             filename="model_int8.onnx",
             runtime="ort-cpu",
             precision="int8",
-            convert=convert_onnx_int8,
+            convert=onnx_int8_converter(ONNX_RECIPES[ONNX_INT8_RECIPE], ONNX_INT8_RECIPE),
+            recipe=ONNX_INT8_RECIPE,
+            settings=ONNX_RECIPES[ONNX_INT8_RECIPE],
             options=ONNX_OPTIONS + CALIB_OPTIONS + SEARCH_OPTIONS,
             rule="int8",
             roofline="int8",
-            description="static int8 QDQ, per-channel weights, float32 in/out",
+            description="int8 MatMuls, activations quantized per call (7-bit weights), "
+            "float32 in/out, dynamic batch",
             search=ONNX_SEARCH,
         ),
         Format(
@@ -85,6 +102,8 @@ FORMATS: dict[str, Format] = {
             runtime="litert",
             precision="fp32",
             convert=tflite_converter(FP32),
+            recipe="fp32",
+            settings=FP32,
             options=(),
             rule="fp32",
             roofline="fp32",
@@ -96,6 +115,8 @@ FORMATS: dict[str, Format] = {
             runtime="litert",
             precision="fp16",
             convert=tflite_converter(FP16),
+            recipe="fp16",
+            settings=FP16,
             options=(),
             rule="fp16",
             roofline="fp32",  # fp16 weights are widened to fp32 at load on CPU
@@ -106,22 +127,26 @@ FORMATS: dict[str, Format] = {
             filename="model_dynamic.tflite",
             runtime="litert",
             precision="int8",
-            convert=tflite_converter(DYNAMIC),
+            convert=tflite_converter(DYNAMIC_B1),
+            recipe="dynamic-range-b1",
+            settings=DYNAMIC_B1,
             options=(),
             rule="int8",
             roofline="int8",
-            description="int8 weights (dynamic range), float32 in/out",
+            description="int8 weights, float activations and in/out, batch 1; fastest on CPUs",
         ),
         Format(
             name="tflite-int8",
             filename="model_int8.tflite",
             runtime="litert",
             precision="int8",
-            convert=tflite_converter(INT8),
+            convert=tflite_converter(TFLITE_RECIPES[TFLITE_INT8_RECIPE]),
+            recipe=TFLITE_INT8_RECIPE,
+            settings=TFLITE_RECIPES[TFLITE_INT8_RECIPE],
             options=CALIB_OPTIONS + SEARCH_OPTIONS,
             rule="int8",
             roofline="int8",
-            description="full int8, int8 in/out",
+            description="int8 in/out, batch 1; LayerNorm, GELU and attention core float",
             int8_attribution=True,
             search=TFLITE_SEARCH,
         ),
@@ -130,11 +155,13 @@ FORMATS: dict[str, Format] = {
             filename="model_int8_float_io.tflite",
             runtime="litert",
             precision="int8",
-            convert=tflite_converter(INT8_FLOAT_IO),
+            convert=tflite_converter(TFLITE_INT8_FLOAT_IO),
+            recipe=f"{TFLITE_INT8_RECIPE}-logits-float-io",
+            settings=TFLITE_INT8_FLOAT_IO,
             options=CALIB_OPTIONS,
             rule="int8",
             roofline="int8",
-            description="full int8 inside, float32 in/out",
+            description="tflite-int8 with float32 in/out and a float logits layer",
             int8_attribution=True,
         ),
     )

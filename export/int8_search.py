@@ -178,7 +178,7 @@ def search(
     for i, (name, recipe) in enumerate(space.recipes.items(), 1):
         stage = f"{fmt} search candidate"
         progress(stage, i, len(space.recipes), f"{name}: building, scoring, timing")
-        row: dict = {"recipe": name, "settings": _settings(recipe)}
+        row: dict = {"recipe": name, "settings": recipe_settings(recipe)}
         start = time.perf_counter()
         file = work / f"{name}{space.suffix}"
         try:
@@ -233,8 +233,10 @@ def choose(candidates: list[dict], tie: float = LATENCY_TIE) -> dict | None:
     return max(tied, key=lambda c: (c.get("agreement", 0.0), -c["p50_ms"]))
 
 
-def _settings(recipe: object) -> dict:
-    """A recipe's fields as JSON values."""
+def recipe_settings(recipe: object | None) -> dict:
+    """A recipe's fields as JSON values ({} for None)."""
+    if recipe is None:
+        return {}
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(recipe).items()}
 
 

@@ -1,17 +1,27 @@
-"""float32 ONNX through tf2onnx: opset >= 17, dynamic batch, `image` -> `logits`, metadata."""
+"""float32 ONNX through tf2onnx: opset >= 17, dynamic batch, `image` -> `logits`, metadata.
+
+tf2onnx runs without its transpose optimizer, so a model with convolutions stays NHWC like the
+Keras model (a Transpose pair around each Conv) instead of moving to NCHW, where every
+LayerNormalization over channels becomes a pattern no fusion matches; export/onnx_rewrite.py
+then fuses LayerNormalization and GELU and removes the shape arithmetic.
+"""
 
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
+from unittest import mock
 
 import keras
 import onnx
 import tf2onnx
+import tf2onnx.optimizer
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 import toolkit
 from export.errors import ExportError
+from export.onnx_rewrite import rewrite
 from export.oplist import STANDARD_ONNX_DOMAINS, forbidden_ops, onnx_ops
 from export.signature import INPUT_NAME, OUTPUT_NAME, serving_function
 from export.source import ExportSource
@@ -21,6 +31,16 @@ from toolkit.native_logs import captured_native_stderr
 MIN_OPSET = 17
 MAX_OPSET = max(tf2onnx.constants.OPSET_TO_IR_VERSION)  # the newest opset tf2onnx can target
 BATCH_DIM = "batch"
+SKIPPED_TF2ONNX_OPTIMIZERS = ("optimize_transpose",)
+
+
+@contextmanager
+def _tf2onnx_optimizers_without(skipped: tuple[str, ...]):
+    """tf2onnx's graph optimizers less `skipped` (tf2onnx.convert.from_graph_def takes no
+    optimizer list; its optimize_graph reads them from tf2onnx.optimizer._get_optimizers)."""
+    kept = {k: v for k, v in tf2onnx.optimizer._get_optimizers().items() if k not in skipped}
+    with mock.patch.object(tf2onnx.optimizer, "_get_optimizers", lambda: kept):
+        yield
 
 
 def keras_to_onnx(
@@ -38,14 +58,16 @@ def keras_to_onnx(
                 f"{[t.name for t in frozen.outputs]}; expected one image input and one output"
             )
         tf_in, tf_out = frozen.inputs[0].name, frozen.outputs[0].name
-        proto, _ = tf2onnx.convert.from_graph_def(
-            frozen.graph.as_graph_def(add_shapes=True),
-            name=model.name,
-            input_names=[tf_in],
-            output_names=[tf_out],
-            opset=opset,
-            tensors_to_rename={tf_in: INPUT_NAME, tf_out: OUTPUT_NAME},
-        )
+        with _tf2onnx_optimizers_without(SKIPPED_TF2ONNX_OPTIMIZERS):
+            proto, _ = tf2onnx.convert.from_graph_def(
+                frozen.graph.as_graph_def(add_shapes=True),
+                name=model.name,
+                input_names=[tf_in],
+                output_names=[tf_out],
+                opset=opset,
+                tensors_to_rename={tf_in: INPUT_NAME, tf_out: OUTPUT_NAME},
+            )
+    rewrite(proto)
     _name_batch_dim(proto)
     return proto
 

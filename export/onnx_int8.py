@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +48,7 @@ class OnnxRecipe:
     reduce_range: bool = False
 
 
-QDQ = OnnxRecipe()  # the `onnx-int8` format without a search
+QDQ = OnnxRecipe()  # static QDQ with every op ORT quantizes (what `toolkit verify` per op uses)
 
 
 def even_batch(count: int, cap: int = CALIB_BATCH) -> int:
@@ -135,6 +136,10 @@ def onnx_int8_bytes(src: ExportSource, recipe: OnnxRecipe, name: str = "onnx-int
     return out.read_bytes()
 
 
-def convert_onnx_int8(src: ExportSource, path: Path) -> None:
-    """Converter of `onnx-int8`: static QDQ of the fp32 graph, then metadata and save."""
-    path.write_bytes(onnx_int8_bytes(src, QDQ))
+def onnx_int8_converter(recipe: OnnxRecipe, name: str) -> Callable[[ExportSource, Path], None]:
+    """The FORMATS converter of `onnx-int8` by `recipe`: quantize the fp32 graph, metadata, save."""
+
+    def convert(src: ExportSource, path: Path) -> None:
+        path.write_bytes(onnx_int8_bytes(src, recipe, name))
+
+    return convert

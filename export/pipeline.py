@@ -15,7 +15,7 @@ from export.formats import (
     check_options,
     parse_formats,
 )
-from export.int8_search import check_budget, search
+from export.int8_search import check_budget, recipe_settings, search
 from export.manifest import LABELS_FILE, MANIFEST_FILE, artifact_entry, header, update_manifest
 from export.onnx import MAX_OPSET, MIN_OPSET
 from export.source import ExportSource, open_source
@@ -99,7 +99,8 @@ def _check_samples(samples: int) -> int:
 
 
 def _export_one(src: ExportSource, fmt: Format, out: Path, budget: float | None = None) -> dict:
-    """Convert (or search, given a budget) to a temp file, validate it, rename it into place."""
+    """Convert by the format's recipe (or search, given a budget) to a temp file, validate it,
+    rename it into place; model.json's entry names the recipe that made the file."""
     target = out / fmt.filename
     searching = budget is not None and fmt.search is not None
     options = {o: getattr(src, o) for o in fmt.options if o not in SEARCH_OPTIONS}
@@ -127,6 +128,8 @@ def _export_one(src: ExportSource, fmt: Format, out: Path, budget: float | None 
         entry = artifact_entry(
             fmt.name, fmt.filename, fmt.runtime, tmp, info, time.perf_counter() - start, options
         )
+        entry["recipe"] = {"name": fmt.recipe, "settings": recipe_settings(fmt.settings)}
         if record is not None:
+            entry["recipe"] = {"name": record["recipe"], "settings": record["settings"]}
             entry["quantization_search"] = record
     return update_manifest(out, header(src), fmt.name, entry)

@@ -30,18 +30,22 @@ class Recipe:
     batch: int | None = None  # None: dynamic batch; 1: fixed, so every shape folds to a constant
     float_layers: tuple[str, ...] = ()  # Keras layer classes whose ops stay float (int8 only)
     float_ops: tuple[str, ...] = ()  # TFLite builtin op names that stay float (int8 only)
+    # the model's last layer stays float, so float32 logits keep their resolution: int8 logits
+    # tie (equal top values) on a few percent of the images of a low-confidence model
+    float_logits: bool = False
 
     @property
     def selective(self) -> bool:
         """Whether some ops stay float inside an int8 model."""
-        return bool(self.float_layers or self.float_ops)
+        return bool(self.float_layers or self.float_ops or self.float_logits)
 
 
 FP32 = Recipe()
 FP16 = Recipe(optimize=True, float16=True)
-DYNAMIC = Recipe(optimize=True)
-INT8 = Recipe(optimize=True, int8=True, int8_io=True)
-INT8_FLOAT_IO = Recipe(optimize=True, int8=True)
+# int8 weights, float activations; batch 1 folds the shape arithmetic, so XNNPACK takes the
+# whole graph (with a dynamic batch, ~300 shape ops run outside it, between ~65 partitions)
+DYNAMIC_B1 = Recipe(optimize=True, batch=1)
+INT8 = Recipe(optimize=True, int8=True, int8_io=True)  # the converter's full int8 defaults
 
 
 def saved_model(src: ExportSource, batch: int | None = None) -> Path:
@@ -129,6 +133,14 @@ def layer_nodes(flatbuffer: bytes, layer_names: set[str]) -> list[str]:
     return nodes
 
 
+def output_nodes(flatbuffer: bytes) -> list[str]:
+    """Names of the tensors the model outputs: the ops writing them (the logits layer, whose
+    output carries the signature's name rather than the layer's)."""
+    model = schema.Model.GetRootAs(flatbuffer, 0)
+    graph = model.Subgraphs(0)
+    return [graph.Tensors(graph.Outputs(i)).Name().decode() for i in range(graph.OutputsLength())]
+
+
 def _layer_names(model: keras.Model, classes: tuple[str, ...]) -> set[str]:
     """Names of the (nested) layers of `model` whose class name is in `classes`."""
     return {
@@ -142,11 +154,12 @@ def _selective_int8(src: ExportSource, recipe: Recipe) -> bytes:
     """Full int8 from the shared calibration, with the recipe's layers and ops left float."""
     calibrated = calibrated_model(src, recipe.batch)
     nodes = layer_nodes(calibrated, _layer_names(src.model, recipe.float_layers))
+    nodes += output_nodes(calibrated) if recipe.float_logits else []
     io_type = tf.int8 if recipe.int8_io else tf.float32
     with captured_native_stderr():
         return tflite_convert.mlir_quantize(
             calibrated,
-            fully_quantize=True,
+            fully_quantize=recipe.int8_io,  # True quantizes the input and output too
             input_data_type=io_type,
             output_data_type=io_type,
             denylisted_ops=list(recipe.float_ops) or None,

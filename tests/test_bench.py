@@ -188,9 +188,10 @@ def test_io_binding_gives_the_same_logits_as_run(run_dir):
     """The bound run ort-cuda times, checked on the CPU device where there is no GPU."""
     session = open_artifact(run_dir / "export" / "model.onnx", "ort-cpu")
     images = np.random.default_rng(0).integers(0, 256, (3, 32, 32, 3)).astype(np.float32)
-    bound = session.bind(images)
+    bound = session.bind(images)  # into a preallocated output, as CUDA graphs need
     bound.run()
     np.testing.assert_allclose(bound.logits(), session.run(images), rtol=1e-5, atol=1e-5)
+    assert bound.cuda_graph.startswith("off") and session.settings["cuda_graph"] == bound.cuda_graph
 
 
 def test_roofline_kernels_compute_a_matmul(tmp_path):
@@ -237,6 +238,9 @@ def test_bench_writes_json_md_png(benched):
     assert result["command"].startswith(f"toolkit bench {run} ")
     md = (run / "bench.md").read_text()
     assert result["command"] in md and "| keras | keras | 1 | ok |" in md
+    ort_rows = [r for r in result["rows"] if r["runtime"] == "ort-cpu" and r["status"] == "ok"]
+    assert ort_rows and all(r["settings"]["inter_op_num_threads"] == 1 for r in ort_rows)
+    assert "- ort-cpu session: graph_optimization_level ORT_ENABLE_ALL" in md
     assert not list(run.glob(".bench*"))  # no temp files left
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -16,14 +17,17 @@ import pytest
 import tensorflow as tf
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
+from onnx import numpy_helper
 
 from export import FORMATS, ExportError, export_run, format_table_markdown
 from export.command import add_arguments
 from export.command import run as run_command
 from export.formats import check_options, parse_formats
+from export.int8_search import recipe_settings
 from export.manifest import MANIFEST_FILE, sha256
 from export.oplist import Op, forbidden_ops, onnx_ops, op_names, tflite_ops
 from export.pipeline import EXPORT_DIR
+from export.xnnpack import delegation
 from toolkit.data import load_data
 from toolkit.errors import UsageError
 from toolkit.runfolder import open_run
@@ -49,6 +53,7 @@ def _run_ort(path: Path, images: np.ndarray) -> np.ndarray:
 
 
 def _run_litert(path: Path, images: np.ndarray) -> np.ndarray:
+    """A fixed-batch model (batch 1 of the int8 recipes) is called once per image."""
     runner = Interpreter(model_path=str(path)).get_signature_runner("serving_default")
     inp = runner.get_input_details()["image"]
     out = runner.get_output_details()["logits"]
@@ -56,7 +61,8 @@ def _run_litert(path: Path, images: np.ndarray) -> np.ndarray:
     if inp["dtype"] == np.int8:
         scale, zero = inp["quantization"]
         x = np.clip(np.round(x / scale + zero), -128, 127).astype(np.int8)
-    y = runner(image=x)["logits"]
+    step = len(x) if inp["shape_signature"][0] < 0 else int(inp["shape_signature"][0])
+    y = np.concatenate([runner(image=x[i : i + step])["logits"] for i in range(0, len(x), step)])
     if out["dtype"] == np.int8:
         scale, zero = out["quantization"]
         y = (y.astype(np.float32) - zero) * scale
@@ -273,6 +279,46 @@ def test_graphs_use_builtin_standard_ops_only(exported, fmt):
     assert exported["manifest"]["artifacts"][fmt]["ops"] == op_names(ops)
 
 
+def _keras_layers(model, class_name: str) -> int:
+    return sum(type(layer).__name__ == class_name for layer in model._flatten_layers())
+
+
+def test_onnx_graph_has_fused_norms_and_no_shape_arithmetic(exported, tmp_path):
+    path = exported["out"] / FORMATS["onnx"].filename
+    ops = Counter(node.op_type for node in onnx.load(str(path)).graph.node)
+    norms = _keras_layers(exported["model"], "LayerNormalization")
+    assert ops["LayerNormalization"] == norms > 0
+    assert not {"Shape", "Gather", "ReduceProd", "Cast", "Sqrt", "Reciprocal"} & set(ops), ops
+    # what ONNX Runtime runs: every GELU fused into one kernel when it loads the graph
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    optimized = Counter(n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node)
+    gelus = optimized["Gelu"] + optimized["BiasGelu"]  # BiasGelu: a MatMul bias folded in
+    assert gelus == ops["Erf"] > 0 and "Erf" not in optimized, optimized
+
+
+@pytest.mark.parametrize("fmt", ["tflite-int8", "tflite-int8-float-io", "tflite-dynamic"])
+def test_tflite_int8_defaults_run_whole_in_xnnpack(exported, fmt):
+    xnnpack = delegation(exported["out"] / FORMATS[fmt].filename)
+    assert xnnpack.fully_delegated and xnnpack.partitions == 1, xnnpack.not_delegated
+    assert any(k.startswith("FULLY_CONNECTED/") and "int8" in k for k in xnnpack.delegated)
+
+
+def test_onnx_int8_default_quantizes_the_weighted_matmuls(exported):
+    recipe = FORMATS["onnx-int8"].settings
+    fp32 = onnx.load(str(exported["out"] / FORMATS["onnx"].filename))
+    int8 = onnx.load(str(exported["out"] / FORMATS["onnx-int8"].filename))
+    weights = {i.name for i in fp32.graph.initializer}
+    weighted = [n for n in fp32.graph.node if n.op_type == "MatMul" and n.input[1] in weights]
+    ops = Counter(n.op_type for n in int8.graph.node)
+    assert recipe.dynamic and ops["MatMulInteger"] == len(weighted) > 0
+    assert ops["MatMul"] == Counter(n.op_type for n in fp32.graph.node)["MatMul"] - len(weighted)
+    stored = [numpy_helper.to_array(i) for i in int8.graph.initializer if i.data_type == 3]
+    widest = max(int(np.abs(w.astype(np.int32)).max()) for w in stored if w.size > 1)
+    assert widest <= 64 if recipe.reduce_range else widest > 64
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_signatures_and_graph_contract(exported, fmt):
     path = exported["out"] / FORMATS[fmt].filename
@@ -320,9 +366,14 @@ def test_manifest_describes_every_artifact(exported):
         assert entry["sha256"] == sha256(path)
         assert entry["size_bytes"] == path.stat().st_size
         assert entry["export_seconds"] > 0
+        assert entry["recipe"] == {
+            "name": FORMATS[fmt].recipe,
+            "settings": recipe_settings(FORMATS[fmt].settings),
+        }
         (inp,), (outp,) = entry["inputs"], entry["outputs"]
         assert (inp["name"], outp["name"]) == ("image", "logits")
-        assert inp["shape"] == [None, 32, 32, 3] and outp["shape"] == [None, 10]
+        batch = getattr(FORMATS[fmt].settings, "batch", None)  # fixed where the recipe fixes it
+        assert inp["shape"] == [batch, 32, 32, 3] and outp["shape"] == [batch, 10]
         int8_io = fmt == "tflite-int8"
         assert inp["dtype"] == outp["dtype"] == ("int8" if int8_io else "float32")
         assert (inp["scale"] is not None) == int8_io and (outp["zero_point"] is not None) == int8_io

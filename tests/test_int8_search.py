@@ -209,6 +209,7 @@ def test_search_keeps_the_fastest_recipe_within_budget(tiny_run, tmp_path):
         fastest = min(c["p50_ms"] for c in judged if c["within_budget"])
         assert winner["p50_ms"] <= fastest * (1 + int8_search.LATENCY_TIE)
         assert found["settings"] == winner["settings"]
+        assert entry["recipe"] == {"name": winner["recipe"], "settings": winner["settings"]}
         # the published file is the winning candidate
         assert entry["sha256"] == sha256(out / entry["file"])
         assert entry["size_bytes"] == winner["size_bytes"]

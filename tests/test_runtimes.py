@@ -203,3 +203,48 @@ def test_open_artifact_rejects_folders_and_bad_threads(artifacts, tmp_path):
         open_artifact(tmp_path)
     with pytest.raises(UsageError, match="threads must be at least 1"):
         open_artifact(artifacts[1][".tflite"], options=RuntimeOptions(threads=0))
+
+
+# -- ONNX Runtime session options and bound runs (CUDA graphs) --
+
+
+def test_ort_sessions_are_set_up_for_latency_and_say_so(artifacts):
+    from toolkit.runtimes.onnxruntime import session_settings
+    from toolkit.runtimes.timing import Protocol
+    from toolkit.runtimes.worker import measure
+
+    _, paths = artifacts
+    session = open_artifact(paths[".onnx"], "ort-cpu", RuntimeOptions(threads=2))
+    options = session.session.get_session_options()
+    assert options.intra_op_num_threads == 2 and options.inter_op_num_threads == 1
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert session.settings == session_settings(RuntimeOptions(threads=2))
+    assert session.settings["graph_optimization_level"] == options.graph_optimization_level.name
+    row = measure(paths[".onnx"], "ort-cpu", 1, Protocol(warmup=0, runs=2, seconds=None), 2)
+    assert row["status"] == "ok" and row["settings"]["intra_op_num_threads"] == 2  # bench.json
+
+
+def test_ort_cuda_asks_for_cuda_graphs_only_where_inputs_stay_bound():
+    from toolkit.runtimes.onnxruntime import CPU, CUDA, CUDA_GRAPH_OPTION, cuda_providers
+
+    assert cuda_providers(cuda_graph=True) == [(CUDA, {CUDA_GRAPH_OPTION: "1"}), CPU]
+    assert cuda_providers(cuda_graph=False) == [(CUDA, {CUDA_GRAPH_OPTION: "0"}), CPU]
+
+
+def test_a_graph_ort_cannot_capture_runs_node_by_node_and_says_why(monkeypatch, tmp_path):
+    from toolkit.runtimes import onnxruntime as adapter
+
+    class Captured:
+        def get_providers(self):
+            return [adapter.CUDA, adapter.CPU]
+
+    def refuses(model, options, providers):
+        raise RuntimeError("This session cannot use the graph capture feature\nas requested")
+
+    path, plain = tmp_path / "m.onnx", object()
+    monkeypatch.setattr(adapter, "_session", refuses)
+    session, state = adapter._cuda_graph_session(path, RuntimeOptions(), plain)
+    assert session is plain and state == "off: This session cannot use the graph capture feature"
+    monkeypatch.setattr(adapter, "_session", lambda model, options, providers: (Captured(), []))
+    session, state = adapter._cuda_graph_session(path, RuntimeOptions(), plain)
+    assert isinstance(session, Captured) and state == "on"

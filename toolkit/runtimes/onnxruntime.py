@@ -1,4 +1,12 @@
-"""The `ort-cpu` and `ort-cuda` runtimes: a `.onnx` file in an ONNX Runtime InferenceSession."""
+"""The `ort-cpu` and `ort-cuda` runtimes: a `.onnx` file in an ONNX Runtime InferenceSession.
+
+Sessions are set up for batch-1 latency (`session_settings`, recorded by `toolkit bench`): every
+graph optimisation ORT has (its Gelu, LayerNorm and MatMul fusions, NCHWc convolutions), `threads`
+intra-op threads that block between ops instead of spinning, one inter-op thread, sequential
+execution. ort-cuda's bound runs (`bind`, what `toolkit bench`
+times) replay a CUDA graph where the graph allows one: every node on the CUDA provider, input
+and output at fixed device addresses; otherwise they run node by node and say why.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from toolkit.errors import first_line
 from toolkit.native_logs import captured_native_stderr
 from toolkit.runtimes.base import (
     RuntimeOptions,
@@ -33,17 +42,44 @@ def _spec(arg) -> TensorSpec:
     return TensorSpec(arg.name, shape, _ONNX_DTYPES.get(dtype, dtype))
 
 
+CUDA_GRAPH_OPTION = "enable_cuda_graph"
+# Spinning worker threads (ORT's default) made batch-1 calls 2-4x slower on a 2-core machine
+# shared with other processes: a spinning thread burns the time slice its partner needs.
+SESSION_CONFIG = {
+    "session.intra_op.allow_spinning": "0",
+}
+
+
+def session_settings(options: RuntimeOptions) -> dict:
+    """The session options `_session` sets, as JSON values (what bench.json records)."""
+    return {
+        "graph_optimization_level": "ORT_ENABLE_ALL",
+        "execution_mode": "ORT_SEQUENTIAL",
+        "intra_op_num_threads": options.threads or 0,  # 0: ORT's default, one per core
+        "inter_op_num_threads": 1,
+        **SESSION_CONFIG,
+    }
+
+
+def cuda_providers(cuda_graph: bool) -> list:
+    """The providers of an ort-cuda session: CUDA (capturing a CUDA graph on the first bound
+    run when `cuda_graph`), then the CPU for what CUDA does not run."""
+    return [(CUDA, {CUDA_GRAPH_OPTION: "1" if cuda_graph else "0"}), CPU]
+
+
 class BoundRun:
-    """One input batch and the output bound on the session's device (ORT IO binding).
+    """One input batch and a preallocated output bound on the session's device (ORT IO
+    binding), at addresses that stay fixed from run to run, as CUDA graphs need.
 
     `run()` executes with no host<->device copies, the way an app keeps tensors on a GPU;
     `logits()` copies the last output back to the host.
     """
 
-    def __init__(self, session, binding, output: TensorSpec):
+    def __init__(self, session, binding, output: TensorSpec, cuda_graph: str = "off"):
         self._session = session
         self._binding = binding
         self._output = output
+        self.cuda_graph = cuda_graph  # "on", or "off" and why
 
     def run(self) -> None:
         """One inference on the bound tensors (synchronous: the device has finished)."""
@@ -55,14 +91,17 @@ class BoundRun:
 
 
 class OrtSession:
-    """An InferenceSession fed by input name."""
+    """An InferenceSession fed by input name; `settings` are its session options."""
 
-    def __init__(self, session, path: Path, runtime: str):
+    def __init__(self, session, path: Path, runtime: str, options: RuntimeOptions | None = None):
         self.session = session
+        self.path = path
         self.runtime = runtime
+        self.options = options or RuntimeOptions()
         self.input = _spec(only(session.get_inputs(), "input", path))
         self.output = _spec(only(session.get_outputs(), "output", path))
         self.providers = list(session.get_providers())
+        self.settings = session_settings(self.options)
 
     def _call(self, x: np.ndarray) -> np.ndarray:
         return self.session.run([self.output.name], {self.input.name: x})[0]
@@ -72,25 +111,51 @@ class OrtSession:
         return run_images(self._call, images, self.input, self.output)
 
     def bind(self, images: np.ndarray) -> BoundRun:
-        """`images` copied once to the session's device and the output bound there too."""
+        """`images` copied once to the session's device and the output preallocated there;
+        on ort-cuda, in a session that replays a CUDA graph when the graph allows one."""
         import onnxruntime as ort
 
         device = DEVICES[self.runtime]
+        session, cuda_graph = self.session, "off: ort-cpu"
+        if self.runtime == "ort-cuda":
+            session, cuda_graph = _cuda_graph_session(self.path, self.options, self.session)
+        self.settings = {**self.settings, "cuda_graph": cuda_graph}
         x = to_input(np.asarray(images), self.input)
-        binding = self.session.io_binding()
+        shape = [len(x), *(d or 1 for d in self.output.shape[1:])]
+        y = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.dtype(self.output.dtype), device, 0)
+        binding = session.io_binding()
         binding.bind_ortvalue_input(self.input.name, ort.OrtValue.ortvalue_from_numpy(x, device, 0))
-        binding.bind_output(self.output.name, device)
-        return BoundRun(self.session, binding, self.output)
+        binding.bind_ortvalue_output(self.output.name, y)
+        return BoundRun(session, binding, self.output, cuda_graph)
 
 
-def _session(model: str | bytes, options: RuntimeOptions, providers: list[str]):
-    """InferenceSession with warnings off; returns it and the native log lines it printed."""
+def _cuda_graph_session(path: Path, options: RuntimeOptions, fallback) -> tuple[object, str]:
+    """A session of `path` with CUDA graphs on, and "on"; or `fallback` and "off: why" when ORT
+    refuses (a node it cannot run on CUDA, such as a CPU-only shape op, makes it refuse)."""
+    try:
+        session, _ = _session(str(path), options, cuda_providers(cuda_graph=True))
+    except Exception as exc:  # noqa: BLE001  (ORT says why in its message)
+        return fallback, f"off: {first_line(exc)[:200]}"
+    if CUDA not in session.get_providers():
+        return fallback, "off: ONNX Runtime fell back to the CPU"
+    return session, "on"
+
+
+def _session(model: str | bytes, options: RuntimeOptions, providers: list):
+    """InferenceSession with `session_settings` and warnings off; returns it and the native
+    log lines it printed."""
     import onnxruntime as ort
 
+    settings = session_settings(options)
     session_options = ort.SessionOptions()
     session_options.log_severity_level = 3  # errors only ("nodes not assigned to ..." is noise)
-    if options.threads:
-        session_options.intra_op_num_threads = options.threads
+    level = settings["graph_optimization_level"]
+    session_options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    session_options.execution_mode = getattr(ort.ExecutionMode, settings["execution_mode"])
+    session_options.intra_op_num_threads = settings["intra_op_num_threads"]
+    session_options.inter_op_num_threads = settings["inter_op_num_threads"]
+    for key in SESSION_CONFIG:
+        session_options.add_session_config_entry(key, settings[key])
     with captured_native_stderr() as log:
         session = ort.InferenceSession(model, sess_options=session_options, providers=providers)
     return session, log
@@ -99,15 +164,15 @@ def _session(model: str | bytes, options: RuntimeOptions, providers: list[str]):
 def open_ort_cpu(path: Path, options: RuntimeOptions) -> OrtSession:
     """CPUExecutionProvider with `options.threads` intra-op threads."""
     session, _ = _session(str(path), options, [CPU])
-    return OrtSession(session, path, "ort-cpu")
+    return OrtSession(session, path, "ort-cpu", options)
 
 
 def open_ort_cuda(path: Path, options: RuntimeOptions) -> OrtSession:
     """CUDA then CPU providers; RuntimeUnavailable when ORT fell back to CPU only."""
-    session, log = _session(str(path), options, [CUDA, CPU])
+    session, log = _session(str(path), options, cuda_providers(cuda_graph=False))
     if CUDA not in session.get_providers():
         raise RuntimeUnavailable(_cuda_failure(log))
-    return OrtSession(session, path, "ort-cuda")
+    return OrtSession(session, path, "ort-cuda", options)
 
 
 def _cuda_failure(log: list[str]) -> str:

@@ -97,6 +97,7 @@ def measure(
     try:
         images = input_batch(session.input.shape, batch)
         call = _timed_call(session, images)
+        row["settings"] = getattr(session, "settings", None)  # e.g. ORT's session options
         _, row["first_ms"] = timed_once(call)
         times = time_calls(call, protocol)
     except Exception as exc:  # noqa: BLE001
