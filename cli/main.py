@@ -261,10 +261,6 @@ def check_needs(name: str) -> None:
     if missing:
         what = " and ".join(_NEED_NAMES.get(module, module) for module in missing)
         raise UsageError(f"toolkit {name} needs {what}: {_install_hint(missing)}")
-    if COMMANDS[name].keras_backend:
-        from toolkit.backend import require_backend
-
-        require_backend()
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -294,6 +290,10 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(
                 f"unrecognized arguments: {' '.join(unknown)} (see `toolkit {args.command} --help`)"
             )
+        if COMMANDS[args.command].keras_backend:  # after parsing, so --help works without it
+            from toolkit.backend import require_backend
+
+            require_backend()
         return COMMANDS[args.command].run(args)
     except UsageError as exc:
         print(f"toolkit: error: {exc}", file=sys.stderr)
