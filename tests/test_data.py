@@ -328,6 +328,16 @@ def test_train_pipeline_batches_and_reproducibility():
     assert sorted(np.concatenate([b[1].numpy() for b in batches])) == sorted(y)
 
 
+@pytest.mark.parametrize(
+    "aug",
+    [Augmentation(), Augmentation(crop_resize=(20, 16)), Augmentation(rotation=0.02, zoom=0.2)],
+)
+def test_train_pipeline_keeps_the_static_image_size(aug):
+    # a model without a Resizing layer (e.g. ViT at its input size) needs static H and W
+    spec = train_dataset(_images(8, 16), np.arange(8) % 2, 4, aug, seed=0).element_spec[0]
+    assert tuple(spec.shape) == (None, 16, 16, 3)
+
+
 def test_eval_pipeline_keeps_order():
     x, y = _images(10, 4), np.arange(10)
     batches = list(eval_dataset(x, y, 4))

@@ -24,6 +24,7 @@ def augment_fn(aug: Augmentation, image_size: int, seed: int = 0) -> AugmentFn:
 
     def apply(images: tf.Tensor, seed: tf.Tensor | None = None) -> tf.Tensor:
         images = tf.convert_to_tensor(images, tf.float32)
+        shape = images.shape  # the crop and the warp lose the static size; the model needs it
         if seed is None:
             seed = generator.make_seeds(1)[:, 0]
         flip_seed, crop_seed, rot_seed, zoom_seed = tf.unstack(
@@ -36,7 +37,7 @@ def augment_fn(aug: Augmentation, image_size: int, seed: int = 0) -> AugmentFn:
             images = _random_crop(images, image_size, crop_seed)
         if aug.rotation > 0 or aug.zoom > 0:
             images = _rotate_zoom(images, aug.rotation, aug.zoom, rot_seed, zoom_seed)
-        return tf.clip_by_value(images, 0.0, 255.0)
+        return tf.ensure_shape(tf.clip_by_value(images, 0.0, 255.0), shape)
 
     return apply
 
