@@ -22,6 +22,32 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# the instruction sets that decide fp32 and int8 matmul speed (int8 pays most with VNNI)
+SIMD_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8")
+
+
+def cpu_flags(cpuinfo: str | None = None) -> list[str]:
+    """Which of SIMD_FLAGS the CPU has, from /proc/cpuinfo's flags line ([] where unknown)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return []
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            have = set(line.split(":", 1)[1].split())
+            return [flag for flag in SIMD_FLAGS if flag in have]
+    return []
+
+
+def cpu_text(machine: dict) -> str:
+    """'MODEL (flag, flag, ...)': the CPU line of a report."""
+    flags = machine.get("cpu_flags")
+    if flags is None:
+        return machine["cpu"]
+    return f"{machine['cpu']} ({', '.join(flags) if flags else 'no AVX2'})"
+
+
 def gpu_name() -> str | None:
     """The first NVIDIA GPU's name from nvidia-smi, or None."""
     try:
@@ -45,6 +71,7 @@ def describe() -> dict:
         matplotlib = "missing"
     return {
         "cpu": cpu_model(),
+        "cpu_flags": cpu_flags(),
         "cores": os.cpu_count(),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "gpu": gpu_name(),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from bench.machine import cpu_text
+
 MB = 1 << 20
 
 
@@ -125,7 +127,7 @@ def markdown(result: dict) -> str:
         "",
         f"- command: `{result['command']}`",
         f"- date: {result['date']}",
-        f"- machine: {m['cpu']}, {m['cores']} cores, load average {m['load_average']}"
+        f"- machine: {cpu_text(m)}, {m['cores']} cores, load average {m['load_average']}"
         + (f", GPU {m['gpu']}" if m["gpu"] else ", no GPU"),
         "- versions: " + ", ".join(f"{k} {val}" for k, val in v.items()),
         f"- protocol: {proto['warmup']} warmup calls, then {budget}; threads "

@@ -233,6 +233,7 @@ def test_bench_writes_json_md_png(benched):
         assert key in result
     machine = result["machine"]
     assert machine["cores"] >= 1 and machine["cpu"] and len(machine["load_average"]) == 3
+    assert isinstance(machine["cpu_flags"], list)
     for package in ("python", "numpy", "onnxruntime", "litert", "tensorflow", "matplotlib"):
         assert package in machine["versions"]
     assert result["command"].startswith(f"toolkit bench {run} ")
@@ -349,3 +350,15 @@ def test_missing_data_leaves_top1_blank(run_dir, tmp_path):
     result = json.loads((run / "bench.json").read_text())
     assert [(r["status"], r["top1"]) for r in result["rows"]] == [("ok", None)]
     assert "not found" in result["data"]["error"]
+
+
+def test_cpu_flags_name_the_simd_sets_that_decide_speed():
+    from bench.machine import cpu_flags, cpu_text
+
+    info = "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma avx512f avx512_vnni ssse3\n"
+    assert cpu_flags(info) == ["avx2", "fma", "avx512f", "avx512_vnni"]
+    assert cpu_flags("flags\t: fpu sse2\n") == []
+    assert cpu_flags("no flags line") == []
+    assert cpu_text({"cpu": "EPYC", "cpu_flags": ["avx2", "fma"]}) == "EPYC (avx2, fma)"
+    assert cpu_text({"cpu": "EPYC", "cpu_flags": []}) == "EPYC (no AVX2)"
+    assert cpu_text({"cpu": "EPYC"}) == "EPYC"  # a report written before flags were recorded

@@ -51,7 +51,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from bench.machine import cpu_model  # noqa: E402
+from bench.machine import cpu_flags, cpu_model, cpu_text  # noqa: E402
 from bench.studies import keras_io_port as port  # noqa: E402
 from toolkit.backend import installed  # noqa: E402
 from toolkit.data import train_dataset  # noqa: E402
@@ -448,6 +448,7 @@ def _onednn_enabled() -> bool | None:
 def machine() -> dict:
     return {
         "cpu": cpu_model(),
+        "cpu_flags": cpu_flags(),
         "cores": os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),
@@ -497,7 +498,7 @@ def markdown(report: dict, runs: list[Run]) -> str:
             "other load on the machine disturbs far less than wall time. The trainable "
             "parameter counts of port and toolkit are asserted equal.",
             "",
-            f"- Machine: {m['cpu']}, {m['cores']} cores ({m['platform']}); load average at "
+            f"- Machine: {cpu_text(m)}, {m['cores']} cores ({m['platform']}); load average at "
             f"start {m['load_average_at_start']}, at end {report['load_average_at_end']}; "
             f"oneDNN {'on' if m['onednn'] else 'off'} "
             f"(TF_ENABLE_ONEDNN_OPTS={m['TF_ENABLE_ONEDNN_OPTS']})",
@@ -569,7 +570,9 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "versions": {**versions(), **{b: metadata.version(b) for b in backends}},
     }
-    print(f"{report['machine']['cpu']}, {report['machine']['cores']} cores; {command}", flush=True)
+    print(
+        f"{cpu_text(report['machine'])}, {report['machine']['cores']} cores; {command}", flush=True
+    )
     runs: list[Run] = []
     for name in models:
         runs += bench_model(
