@@ -180,7 +180,7 @@ _VIT = {
             head_units=(256,),
             head_dropout=0.3,
         ),
-        replace(_VIT_SEED_TRAIN, batch_size=128, epochs=32, lr_max=2e-3),
+        replace(_VIT_SEED_TRAIN, batch_size=128, epochs=46, lr_max=2e-3),
     ),
 }
 
