@@ -133,7 +133,7 @@ FORMATS: dict[str, Format] = {
             options=(),
             rule="int8",
             roofline="int8",
-            description="int8 weights, float activations and in/out, batch 1; fastest on CPUs",
+            description="int8 weights, float activations and in/out, batch 1; fastest for ViT-LSA",
         ),
         Format(
             name="tflite-int8",
