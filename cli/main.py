@@ -26,7 +26,9 @@ class _Parser(argparse.ArgumentParser):
 def _add_train(p: argparse.ArgumentParser) -> None:
     # Defaults are TrainOptions' (None here means "not given"): a resumed run keeps its own.
     p.add_argument("--model", help="shiftvit, vit-lsa or vit (with --resume: the run's)")
-    p.add_argument("--preset", help="seed, small or tiny (default tiny)")
+    p.add_argument(
+        "--preset", help="seed, small, tiny or cpu60 (default tiny; `toolkit presets` lists them)"
+    )
     p.add_argument("--data", help="cifar10, cifar100, npz:PATH, folder:PATH, shapes (default)")
     p.add_argument("--epochs", type=int, help="default: the preset's; with --resume: the new total")
     p.add_argument("--batch-size", type=int, help="default: the preset's")

@@ -106,3 +106,15 @@ def test_console_script_exits_2_without_traceback(tmp_path):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("toolkit: error:")
+
+
+def test_train_help_names_every_model_and_preset(capsys):
+    from toolkit.models.presets import PRESET_PURPOSES, PRESETS
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    preset_help = text.split("--preset PRESET")[-1].split("--data DATA")[0]
+    model_help = text.split("--model MODEL")[-1].split("--preset PRESET")[0]
+    assert [name for name in PRESET_PURPOSES if name not in preset_help] == []
+    assert [name for name in PRESETS if name not in model_help] == []
