@@ -9,7 +9,7 @@ import keras
 import numpy as np
 import pytest
 
-from toolkit.data import Augmentation
+from toolkit.data import Augmentation, erasing
 from toolkit.data.array_pipeline import ArrayBatches
 from toolkit.data.augment import crop_size
 from toolkit.data.random_augment import RandomAugment
@@ -119,6 +119,50 @@ def test_crop_transforms_equal_resize_then_crop():
     np.testing.assert_allclose(got, _resize_crop_reference(images, full, offsets), atol=2e-3)
 
 
+# --- random erasing ---------------------------------------------------------------------
+
+
+def _erase_inputs(n: int, size: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    g = np.random.default_rng(seed)
+    images = g.uniform(0, 255, (n, size, size, 3)).astype(np.float32)
+    draws = g.uniform(0, 1, (n, erasing.DRAWS)).astype(np.float32)
+    return images, draws, g.uniform(0, 255, images.shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("probability", [0.0, 0.5, 1.0])
+@pytest.mark.parametrize("size", [8, 32])
+def test_erase_matches_reference(size, probability):
+    images, draws, noise = _erase_inputs(64, size, seed=size)
+    got = _np(erasing.erase(images, draws, noise, probability))
+    np.testing.assert_array_equal(got, erasing.reference_erase(images, draws, noise, probability))
+    erased = (got != images).any(axis=(1, 2, 3))
+    np.testing.assert_array_equal(erased, draws[:, 0] < probability)
+
+
+def test_erased_rectangles_span_the_papers_area_and_aspect():
+    images, draws, noise = _erase_inputs(400, 32, seed=5)
+    out = erasing.reference_erase(images, draws, noise, 1.0)
+    areas, aspects = [], []
+    for o, i in zip(out, images, strict=True):
+        rows, cols = np.nonzero((o != i).any(axis=-1))
+        height, width = rows.max() - rows.min() + 1, cols.max() - cols.min() + 1
+        assert len(rows) == height * width  # one solid rectangle
+        areas.append(height * width / 32**2)
+        aspects.append(height / width)
+    # s_e in [0.02, 0.4] of the image and r_e in (0.3, 3.33), up to rounding to whole pixels
+    assert 0.015 <= min(areas) < 0.04 and 0.35 < max(areas) <= 0.45
+    assert 0.25 <= min(aspects) < 0.4 and 2.5 < max(aspects) <= 4.0
+
+
+def test_erase_fills_with_the_noise_inside_the_image():
+    images, draws, noise = _erase_inputs(8, 16, seed=6)
+    draws[:, 1:3] = [1.0, 0.0]  # the largest area, the widest rectangle: clipped to the width
+    out = _np(erasing.erase(images, draws, noise, 1.0))
+    changed = out != images
+    np.testing.assert_array_equal(out[changed], noise[changed])
+    assert changed.any(axis=(1, 3)).all(axis=1).all()  # every column of every image touched
+
+
 # --- RandomAugment ----------------------------------------------------------------------
 
 
@@ -173,6 +217,14 @@ def test_random_rotation_zoom_stays_near_the_image():
     assert all(not np.allclose(o, images[0], atol=1.0) for o in out)
 
 
+def test_random_erasing_erases_about_its_probability_of_images():
+    images = _images(200, 16)
+    out = _np(RandomAugment(erasing=0.5, seed=8)(images, training=True))
+    erased = (out != images).any(axis=(1, 2, 3))
+    assert 70 <= erased.sum() <= 130 and out.min() >= 0 and out.max() <= 255
+    np.testing.assert_array_equal(out[~erased], images[~erased])
+
+
 def test_random_augment_is_seeded_and_float32_under_mixed_precision():
     images = _images(4, 16)
     a = _np(RandomAugment.of(VIT, seed=7)(images, training=True))
@@ -182,11 +234,12 @@ def test_random_augment_is_seeded_and_float32_under_mixed_precision():
     assert keras.backend.standardize_dtype(layer(images, training=True).dtype) == "float32"
 
 
-def test_random_augment_config_round_trip():
-    layer = RandomAugment.of(VIT, seed=3)
+@pytest.mark.parametrize("aug", [VIT, Augmentation(flip=True, erasing=0.25)], ids=str)
+def test_random_augment_config_round_trip(aug):
+    layer = RandomAugment.of(aug, seed=3)
     config = layer.get_config()
     again = RandomAugment.from_config(config)
-    assert again.augmentation == VIT and again.get_config() == config
+    assert again.augmentation == aug and again.get_config() == config
 
 
 # --- ArrayBatches -----------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import keras
@@ -273,11 +274,13 @@ def test_check_labels():
 
 
 def test_augmentation_dict_round_trip():
-    aug = Augmentation(flip=True, crop_resize=(52, 48), rotation=0.02, zoom=0.2)
+    aug = Augmentation(flip=True, crop_resize=(52, 48), rotation=0.02, zoom=0.2, erasing=0.5)
     data = aug.to_dict()
     assert data["crop_resize"] == [52, 48]
     assert Augmentation.from_dict(data) == aug
     assert Augmentation.from_dict(Augmentation().to_dict()) == Augmentation()
+    del data["erasing"]  # a run folder written before random erasing existed
+    assert Augmentation.from_dict(data) == replace(aug, erasing=0.0)
 
 
 @pytest.mark.parametrize(
@@ -287,6 +290,7 @@ def test_augmentation_dict_round_trip():
         Augmentation(crop_resize=(52, 48)),
         Augmentation(rotation=0.02, zoom=0.2),
         Augmentation(flip=True, crop_resize=(52, 48), rotation=0.1, zoom=0.2),
+        Augmentation(erasing=1.0),
     ],
 )
 def test_augmentation_keeps_shape_dtype_range(aug):
@@ -308,6 +312,30 @@ def test_flip_mirrors_some_images():
     mirrored = [np.array_equal(o, i[:, ::-1]) for o, i in zip(out, images, strict=True)]
     assert all(s or m for s, m in zip(same, mirrored, strict=True))
     assert any(mirrored) and any(same)
+
+
+def test_tf_erasing_erases_a_rectangle_of_about_its_probability_of_images():
+    from toolkit.data.tf_augment import augment_fn
+
+    images = _images(200, 16).astype(np.float32)
+    out = augment_fn(Augmentation(erasing=0.5), 16, seed=0)(images).numpy()
+    erased = (out != images).any(axis=-1)
+    assert 70 <= erased.any(axis=(1, 2)).sum() <= 130
+    for mask in erased[erased.any(axis=(1, 2))]:
+        rows, cols = np.nonzero(mask)
+        assert len(rows) == (np.ptp(rows) + 1) * (np.ptp(cols) + 1)  # one solid rectangle
+
+
+def test_adding_erasing_keeps_the_other_augmentation_draws():
+    from toolkit.data.tf_augment import augment_fn
+
+    images, seed = _images(16, 16).astype(np.float32), tf.constant([3, 4])
+    plain = augment_fn(Augmentation(flip=True, crop_resize=(20, 16)), 16)(images, seed=seed)
+    erased = augment_fn(Augmentation(flip=True, crop_resize=(20, 16), erasing=1.0), 16)(
+        images, seed=seed
+    )
+    kept = (erased.numpy() == plain.numpy()).all(axis=-1)
+    assert kept.mean() > 0.5 and not kept.all()  # same flips and crops outside the rectangles
 
 
 def test_train_pipeline_batches_and_reproducibility():

@@ -1,5 +1,5 @@
 """What the training augmentation applies (horizontal flip, resize + random crop, rotation,
-zoom); `tf_augment` (tf.data) and `random_augment` (a Keras layer) apply it."""
+zoom, random erasing); `tf_augment` (tf.data) and `random_augment` (a Keras layer) apply it."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class Augmentation:
-    """What to apply; crop_resize=(52, 48) means Resizing(52) + RandomCrop(48) scaled to R."""
+    """What to apply; crop_resize=(52, 48) means Resizing(52) + RandomCrop(48) scaled to R;
+    erasing is the probability of random erasing per image (toolkit/data/erasing.py)."""
 
     flip: bool = False
     crop_resize: tuple[int, int] | None = None
     rotation: float = 0.0
     zoom: float = 0.0
+    erasing: float = 0.0
 
     def to_dict(self) -> dict:
         """JSON-ready dict (crop_resize as a list or None)."""
@@ -30,12 +32,19 @@ class Augmentation:
             crop_resize=(int(crop[0]), int(crop[1])) if crop else None,
             rotation=float(data.get("rotation", 0.0)),
             zoom=float(data.get("zoom", 0.0)),
+            erasing=float(data.get("erasing", 0.0)),
         )
 
     @property
     def active(self) -> bool:
         """Whether any transform is enabled."""
-        return self.flip or bool(self.crop_resize) or self.rotation > 0 or self.zoom > 0
+        return (
+            self.flip
+            or bool(self.crop_resize)
+            or self.rotation > 0
+            or self.zoom > 0
+            or self.erasing > 0
+        )
 
 
 def crop_size(aug: Augmentation, image_size: int) -> int:

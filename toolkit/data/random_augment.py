@@ -8,6 +8,7 @@ import math
 import keras
 from keras import ops
 
+from toolkit.data import erasing
 from toolkit.data.augment import Augmentation, crop_size
 from toolkit.data.warp import affine_warp, crop_transforms, rotate_zoom_transforms
 
@@ -16,7 +17,8 @@ from toolkit.data.warp import affine_warp, crop_transforms, rotate_zoom_transfor
 class RandomAugment(keras.layers.Layer):
     """Per image, independently: horizontal flip (p = 0.5); resize to crop_size then a random
     image_size window; rotation by U(-rotation, rotation) turns and zoom by U(1 - zoom, 1 + zoom)
-    per axis, reflect-filled; then clip to 0-255. The same transforms as the tf.data pipeline.
+    per axis, reflect-filled; random erasing with probability `erasing`; then clip to 0-255.
+    The same transforms as the tf.data pipeline.
 
     Computes in float32 whatever the mixed-precision policy: it feeds the model's input.
     """
@@ -27,6 +29,7 @@ class RandomAugment(keras.layers.Layer):
         crop_resize: tuple[int, int] | None = None,
         rotation: float = 0.0,
         zoom: float = 0.0,
+        erasing: float = 0.0,
         seed: int | None = None,
         **kwargs,
     ) -> None:
@@ -37,6 +40,7 @@ class RandomAugment(keras.layers.Layer):
             crop_resize=tuple(crop_resize) if crop_resize else None,
             rotation=float(rotation),
             zoom=float(zoom),
+            erasing=float(erasing),
         )
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
@@ -71,6 +75,10 @@ class RandomAugment(keras.layers.Layer):
             )
             transforms = rotate_zoom_transforms(angles, zooms[0], zooms[1], height, width)
             images = affine_warp(images, transforms, "reflect")
+        if aug.erasing > 0:
+            draws = keras.random.uniform((batch, erasing.DRAWS), seed=self.seed_generator)
+            noise = keras.random.uniform(ops.shape(images), 0.0, 255.0, seed=self.seed_generator)
+            images = erasing.erase(images, draws, noise, aug.erasing)
         return ops.clip(images, 0.0, 255.0)
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+from toolkit.data import erasing
 from toolkit.data.augment import Augmentation, crop_size
 
 AugmentFn = Callable[..., tf.Tensor]
@@ -27,8 +28,9 @@ def augment_fn(aug: Augmentation, image_size: int, seed: int = 0) -> AugmentFn:
         shape = images.shape  # the crop and the warp lose the static size; the model needs it
         if seed is None:
             seed = generator.make_seeds(1)[:, 0]
+        seed = tf.cast(seed, tf.int64)
         flip_seed, crop_seed, rot_seed, zoom_seed = tf.unstack(
-            tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), num=4)
+            tf.random.experimental.stateless_split(seed, num=4)
         )
         if aug.flip:
             images = tf.image.stateless_random_flip_left_right(images, flip_seed)
@@ -37,6 +39,8 @@ def augment_fn(aug: Augmentation, image_size: int, seed: int = 0) -> AugmentFn:
             images = _random_crop(images, image_size, crop_seed)
         if aug.rotation > 0 or aug.zoom > 0:
             images = _rotate_zoom(images, aug.rotation, aug.zoom, rot_seed, zoom_seed)
+        if aug.erasing > 0:  # its own seed, so adding it leaves the other draws as they were
+            images = _erase(images, aug.erasing, tf.random.experimental.stateless_fold_in(seed, 4))
         return tf.ensure_shape(tf.clip_by_value(images, 0.0, 255.0), shape)
 
     return apply
@@ -53,6 +57,14 @@ def _random_crop(images: tf.Tensor, size: int, seed: tf.Tensor) -> tf.Tensor:
     cols = offsets[1][:, None] + window
     images = tf.gather(images, rows, axis=1, batch_dims=1)
     return tf.gather(images, cols, axis=2, batch_dims=1)
+
+
+def _erase(images: tf.Tensor, probability: float, seed: tf.Tensor) -> tf.Tensor:
+    """Random erasing (toolkit/data/erasing.py) with stateless draws."""
+    draw_seed, noise_seed = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
+    draws = tf.random.stateless_uniform((tf.shape(images)[0], erasing.DRAWS), draw_seed)
+    noise = tf.random.stateless_uniform(tf.shape(images), noise_seed, 0.0, 255.0)
+    return erasing.erase(images, draws, noise, probability)
 
 
 def _rotate_zoom(
