@@ -6,6 +6,7 @@ each and are run by hand, so they may import TensorFlow, the exporters and each 
     python -m bench.studies.train_throughput   # training images/s: toolkit vs a keras.io port
     python -m bench.studies.compare A/bench.json B/bench.json   # repeatability, row by row
     python -m bench.studies.op_profile RUN/export/model_int8.onnx   # time per op type
+    python -m bench.studies.jpeg_gap score RUN --originals SAMPLE.npz   # what JPEG q75 costs
     bash bench/studies/ort_cuda.sh MODELS_DIR TEST_NPZ OUT_DIR   # ORT CUDA on a GPU box
 
 keras_io_port.py is the baseline train_throughput compares against; nothing else imports it.
