@@ -64,13 +64,13 @@ def _originals(path: Path) -> tuple[np.ndarray, np.ndarray]:
 def write_pairs(jpeg_spec: str, originals_path: Path, out_dir: Path) -> None:
     """Write the paired originals and their JPEG copies, in the originals' order, as
     out_dir/original.npz and out_dir/jpeg.npz (x uint8, y), ready for `--data npz:...`."""
+    out_dir.mkdir(parents=True, exist_ok=True)  # fail before decoding, not after
     originals, labels = _originals(originals_path)
     data = load_data(jpeg_spec)
     jpegs = np.concatenate([data.x_train, data.x_val])
     jpeg_labels = np.concatenate([data.y_train, data.y_val])
     pairs = sorted(pair(originals, labels, jpegs, jpeg_labels))
     o_idx, j_idx, psnrs = (np.array(v) for v in zip(*pairs, strict=True))
-    out_dir.mkdir(parents=True, exist_ok=True)
     y = labels[o_idx].astype(np.uint8)
     for name, x in (("original", originals[o_idx]), ("jpeg", jpegs[j_idx])):
         tmp = out_dir / f"{name}.tmp.npz"
