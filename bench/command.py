@@ -76,7 +76,7 @@ def _protocol(args: argparse.Namespace) -> Protocol:
 def make_plan(args: argparse.Namespace) -> Plan:
     """Check every argument and the run folder; nothing is written before this succeeds."""
     from toolkit import atomic
-    from toolkit.rundata import load_run_data
+    from toolkit.rundata import load_split
     from toolkit.runfolder import MODEL_FILE, open_run
     from toolkit.runtimes import RUNTIMES
 
@@ -91,8 +91,10 @@ def make_plan(args: argparse.Namespace) -> Plan:
     files = {KERAS_FORMAT: run.path / MODEL_FILE}
     files |= {fmt: run.export_dir / e["file"] for fmt, e in exported.items()}
     formats = _choose(args.formats, list(files), "formats")
+    split = None
     if args.data:  # other classes than the run's would score top-1 against the wrong names
-        load_run_data(run, args.data)
+        images, labels, _ = load_split(run, "test", args.data)
+        split = (images, labels)
     macs = macs_per_image(run)
     threads = args.threads or os.cpu_count()
     return Plan(
@@ -108,6 +110,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         macs_per_image=macs,
         data_spec=args.data,
         command=_command(args, runtimes, formats, batches, protocol, threads),
+        test_split=split,
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -44,6 +44,8 @@ class Plan:
     macs_per_image: int | None
     data_spec: str | None = None
     command: str = ""
+    # (images, labels) of --data's test split, loaded once when the plan checked its classes
+    test_split: tuple | None = field(default=None, repr=False, compare=False)
 
     def cells(self) -> list[tuple[Artifact, str, int]]:
         """Every (artifact, runtime, batch) row in table order."""
@@ -101,7 +103,7 @@ def attach_accuracy(plan: Plan, rows: list[dict]) -> dict:
         key = f"{plan.data_spec or 'run data'}:{_sha256(artifact.path)}"
         if key not in cache:
             try:  # no data or an artifact that will not run: a blank top-1, not a crash
-                split = split or test_split(plan.run_dir, plan.data_spec)
+                split = split or plan.test_split or test_split(plan.run_dir, plan.data_spec)
                 cache[key] = {"top1": top1(artifact.path, *split), "samples": len(split[1])}
             except Exception as exc:  # noqa: BLE001
                 info["error"] = str(exc).splitlines()[0][:200]

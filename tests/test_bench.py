@@ -362,3 +362,20 @@ def test_cpu_flags_name_the_simd_sets_that_decide_speed():
     assert cpu_text({"cpu": "EPYC", "cpu_flags": ["avx2", "fma"]}) == "EPYC (avx2, fma)"
     assert cpu_text({"cpu": "EPYC", "cpu_flags": []}) == "EPYC (no AVX2)"
     assert cpu_text({"cpu": "EPYC"}) == "EPYC"  # a report written before flags were recorded
+
+
+def test_data_given_is_read_once(run_dir, tmp_path, monkeypatch):
+    """--data is loaded once: the class check before timing keeps its test split for top-1."""
+    import toolkit.rundata
+
+    calls = []
+    real = toolkit.rundata.run_dataset
+    monkeypatch.setattr(
+        toolkit.rundata, "run_dataset", lambda *a, **k: calls.append(a) or real(*a, **k)
+    )
+    run = copy_run(run_dir, tmp_path / "run")
+    argv = ["bench", str(run), "--runtime", "ort-cpu", "--formats", "onnx", "--data", DATA]
+    assert main([*argv, *SHORT]) == 0
+    result = json.loads((run / "bench.json").read_text())
+    assert len(calls) == 1
+    assert result["rows"][0]["top1"] is not None and result["data"]["samples"] > 0
