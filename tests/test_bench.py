@@ -335,7 +335,9 @@ def test_demo_bench_step(run_dir, tmp_path, capsys):
     run = copy_run(run_dir, tmp_path / "run")
     result, paths = bench_run(parse_args([str(run), *BENCH_ARGS.split()]), quiet=True)
     assert [p.name for p in paths] == list(OUTPUTS) and all(p.is_file() for p in paths)
-    assert {r["runs"] for r in result["rows"] if r["status"] == "ok"} == {20}
+    ok = [r for r in result["rows"] if r["status"] == "ok"]
+    assert ok and all(r["runs"] >= 20 for r in ok)  # a second of calls of a tiny model
+    assert result["protocol"]["seconds"] == 1.0 and result["protocol"]["warmup"] == 20
     assert capsys.readouterr().out == ""
 
 
