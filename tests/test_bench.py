@@ -305,6 +305,7 @@ BAD = {  # case -> (extra argv, words the message holds)
     "batch text": (["--batch", "1,x"], "--batch"),
     "runs zero": (["--runs", "0"], "--runs"),
     "threads zero": (["--threads", "0"], "--threads"),
+    "data without test images": (["--data", "shapes:12"], "empty test split"),
 }
 
 
