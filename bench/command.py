@@ -91,10 +91,9 @@ def make_plan(args: argparse.Namespace) -> Plan:
     files = {KERAS_FORMAT: run.path / MODEL_FILE}
     files |= {fmt: run.export_dir / e["file"] for fmt, e in exported.items()}
     formats = _choose(args.formats, list(files), "formats")
-    split = None
-    if args.data:  # other classes than the run's would score top-1 against the wrong names
-        images, labels, _ = load_split(run, "test", args.data)
-        split = (images, labels)
+    split = None  # other classes than the run's would score top-1 against the wrong names
+    if args.data:
+        split = load_split(run, "test", args.data)[:2]
     macs = macs_per_image(run)
     threads = args.threads or os.cpu_count()
     return Plan(

@@ -95,7 +95,7 @@ def attach_accuracy(plan: Plan, rows: list[dict]) -> dict:
     except (OSError, ValueError):
         cache = {}
     ran = {r["file"] for r in rows if r["status"] == "ok"}
-    split = None
+    split = plan.test_split  # None: the run's own data, loaded when a top-1 is missing
     info: dict = {"spec": plan.data_spec, "samples": None}
     for artifact in plan.artifacts:
         if artifact.path.name not in ran:
@@ -103,7 +103,7 @@ def attach_accuracy(plan: Plan, rows: list[dict]) -> dict:
         key = f"{plan.data_spec or 'run data'}:{_sha256(artifact.path)}"
         if key not in cache:
             try:  # no data or an artifact that will not run: a blank top-1, not a crash
-                split = split or plan.test_split or test_split(plan.run_dir, plan.data_spec)
+                split = split or test_split(plan.run_dir, plan.data_spec)
                 cache[key] = {"top1": top1(artifact.path, *split), "samples": len(split[1])}
             except Exception as exc:  # noqa: BLE001
                 info["error"] = str(exc).splitlines()[0][:200]

@@ -168,31 +168,43 @@ def breakdown(times: Counter, instructions: dict[str, Instruction]) -> dict[str,
     return by
 
 
-def profile_step(model_name: str, preset_name: str, batch: int | None, steps: int) -> dict:
-    """Compile the `toolkit train --jit` step, profile `steps` steps; the breakdown as JSON."""
+def dump_hlo_to_temp() -> Path:
+    """Have XLA write its optimised HLO under a new temporary folder; returns the folder.
+    Call before XLA compiles anything (its flags are read once)."""
     dump = Path(tempfile.mkdtemp(prefix="step_profile_"))
     os.environ["XLA_FLAGS"] = (
         f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={dump / 'hlo'} --xla_dump_hlo_as_text"
     )
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return dump
+
+
+def profile_step(dump: Path, model_name: str, preset_name: str, batch: int | None, steps: int):
+    """Compile the `toolkit train --jit` step (the synthetic data and learning-rate schedule of
+    bench.studies.train_throughput), profile `steps` steps; the breakdown as JSON."""
+    import math
+
     import numpy as np
     import tensorflow as tf
 
+    from bench.studies.train_throughput import INPUT_SHAPE, NUM_CLASSES, TRAIN_IMAGES
     from toolkit.data import train_dataset
     from toolkit.models import build_model, channel_stats, get_preset
     from toolkit.training.train import compile_model
 
     preset = get_preset(model_name, preset_name)
     batch = batch or preset.train.batch_size
-    classes = 10 if model_name == "shiftvit" else 100  # the seed examples' datasets
+    classes = NUM_CLASSES[model_name]
     rng = np.random.default_rng(0)
-    x = rng.integers(0, 256, (batch * (steps + 3), 32, 32, 3), dtype=np.uint8)
+    x = rng.integers(0, 256, (batch * (steps + 3), *INPUT_SHAPE), dtype=np.uint8)
     y = rng.integers(0, classes, len(x)).astype(np.int64)
     norm = channel_stats(x) if model_name != "shiftvit" else None
-    model = build_model(preset, (32, 32, 3), classes, norm_stats=norm)
-    compile_model(model, preset, 782, jit=True)
+    model = build_model(preset, INPUT_SHAPE, classes, norm_stats=norm)
+    compile_model(model, preset, math.ceil(TRAIN_IMAGES[model_name] / batch), jit=True)
     dataset = train_dataset(x, y, batch, preset.train.augmentation, 0).repeat()
+    print(f"compiling the {model_name} {preset_name} train step ...", file=sys.stderr, flush=True)
     model.fit(dataset, epochs=1, steps_per_epoch=2, verbose=0)  # trace and compile
+    print(f"profiling {steps} steps ...", file=sys.stderr, flush=True)
     tf.profiler.experimental.start(str(dump / "trace"))
     start = time.perf_counter()
     model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=0)
@@ -202,8 +214,10 @@ def profile_step(model_name: str, preset_name: str, batch: int | None, steps: in
     if not modules:
         raise RuntimeError(f"XLA wrote no optimised train-step module under {dump / 'hlo'}")
     instructions = parse_hlo(max(modules, key=lambda p: p.stat().st_size).read_text())
-    (xplane,) = sorted((dump / "trace").rglob("*.xplane.pb"))[-1:]
-    by = breakdown(thunk_times(xplane, steps), instructions)
+    traces = sorted((dump / "trace").rglob("*.xplane.pb"))
+    if not traces:
+        raise RuntimeError(f"the TensorFlow profiler wrote no trace under {dump / 'trace'}")
+    by = breakdown(thunk_times(traces[-1], steps), instructions)
     return {
         "model": model_name,
         "preset": preset_name,
@@ -241,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.studies.step_profile", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--model", default="vit-lsa", help="shiftvit, vit-lsa or vit")
+    parser.add_argument("--model", default="vit-lsa")
     parser.add_argument("--preset", default="seed")
     parser.add_argument("--batch-size", type=int, default=64, help="0: the preset's")
     parser.add_argument("--steps", type=int, default=5, help="profiled steps")
@@ -253,10 +267,14 @@ def main(argv: list[str] | None = None) -> int:
     for out in (args.json, args.md):
         if out is not None and not out.parent.is_dir():
             parser.error(f"{out.parent} is not a folder: create it or write elsewhere")
+    dump = dump_hlo_to_temp()  # before anything imports TensorFlow
     from bench.machine import cpu_flags, cpu_model, cpu_text
+    from bench.studies.train_throughput import NUM_CLASSES
     from toolkit.versions import versions
 
-    report = profile_step(args.model, args.preset, args.batch_size or None, args.steps)
+    if args.model not in NUM_CLASSES:
+        parser.error(f"unknown model {args.model!r}: choose from {', '.join(NUM_CLASSES)}")
+    report = profile_step(dump, args.model, args.preset, args.batch_size or None, args.steps)
     cpu = cpu_text({"cpu": cpu_model(), "cpu_flags": cpu_flags()})
     report["machine"] = f"{cpu}, {os.cpu_count()} cores"
     report["versions"] = {k: v for k, v in versions().items() if v != "missing"}
