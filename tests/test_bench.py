@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from bench import roofline
+from bench.studies import interleaved
 from bench.suite import ACCURACY_CACHE
 from cli.main import main
 from export import export_run
@@ -382,3 +383,49 @@ def test_data_given_is_read_once(run_dir, tmp_path, monkeypatch):
     result = json.loads((run / "bench.json").read_text())
     assert len(calls) == 1
     assert result["rows"][0]["top1"] is not None and result["data"]["samples"] > 0
+
+
+# -- bench.studies.interleaved: ratios from files timed round-robin in one process --
+
+
+def test_median_ratio_pairs_segments():
+    # per-segment ratios 2, 1, 4 -> 2; the ratio of the medians (3 / 2) would differ
+    assert interleaved.median_ratio([2.0, 3.0, 8.0], [1.0, 3.0, 2.0]) == 2.0
+    with pytest.raises(ValueError):
+        interleaved.median_ratio([1.0], [1.0, 2.0])
+
+
+def test_interleaved_times_every_cpu_file_and_its_ratios(run_dir, tmp_path, capsys):
+    median_ratio, fp32 = interleaved.median_ratio, interleaved.FP32
+    out = tmp_path / "il.json"
+    argv = [str(run_dir), "--segments", "2", "--calls", "3", "--warmup", "1", "--json", str(out)]
+    assert interleaved.main(argv) == 0
+    report = json.loads(out.read_text())
+    rows = {r["format"]: r for r in report["rows"]}
+    assert set(rows) == set(FORMATS.split(","))
+    assert {r["runtime"] for r in rows.values()} == {"ort-cpu", "litert"}
+    assert all(len(r["segment_p50_ms"]) == 2 and r["p50_ms"] > 0 for r in rows.values())
+    assert rows[fp32["litert"]]["vs_fp32"] == rows[fp32["ort-cpu"]]["vs_fp32"] == 1.0
+    int8 = rows["tflite-int8"]
+    assert int8["vs_fp32"] == median_ratio(rows["tflite"]["segment_p50_ms"], int8["segment_p50_ms"])
+    assert report["ort_fp32_over_litert_fp32"] == median_ratio(
+        rows["onnx"]["segment_p50_ms"], rows["tflite"]["segment_p50_ms"]
+    )
+    assert report["machine"]["cpu_flags"] is not None and report["segments"] == 2
+    assert "| `tflite-int8` | litert |" in capsys.readouterr().out
+
+
+def test_interleaved_bad_input_exits_2(run_dir, tmp_path, capsys):
+    folder = tmp_path / "taken"
+    folder.mkdir()
+    cases = {
+        "no export": ([str(_no_export(run_dir, tmp_path))], "export"),
+        "json is a folder": ([str(run_dir), "--json", str(folder)], "--json"),
+        "unknown format": ([str(run_dir), "--formats", "tflite-int4"], "unknown format"),
+        "no cpu file": ([str(run_dir), "--formats", "tflite-fp16"], "none of tflite-fp16"),
+    }
+    for argv, words in cases.values():
+        assert interleaved.main([*argv, "--segments", "1", "--calls", "1"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert words in err and len(err.splitlines()) == 1
+    assert list(folder.iterdir()) == []

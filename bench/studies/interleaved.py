@@ -1,0 +1,185 @@
+"""Speed ratios of a run's exported files, timed interleaved in one process.
+
+    python -m bench.studies.interleaved RUN [--formats F,...] [--threads N] [--segments N]
+        [--calls N] [--warmup N] [--json FILE]
+
+`toolkit bench` times each file in a fresh process, one after the other, so that each row has
+its own peak memory. On a shared VM whose speed moves over seconds, a ratio between two rows
+timed a minute apart carries that drift. Here every CPU file of RUN/export/model.json is opened
+once in this process, in its format's runtime, and timed in round-robin segments (`--calls`
+batch-1 calls of each file per segment). A file's figure is the median of its segment p50s; a
+ratio is the median over segments of the two files' p50 ratio within the same segment. Ratios:
+each file against the fp32 file of its runtime (`tflite` on LiteRT, `onnx` on ONNX Runtime CPU),
+and ONNX Runtime fp32 against LiteRT fp32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from bench.machine import cpu_text, describe
+from export.formats import FORMATS, parse_formats
+from toolkit.atomic import check_writable, write_json
+from toolkit.errors import UsageError
+from toolkit.progress import progress
+from toolkit.runfolder import open_run
+from toolkit.runtimes import open_artifact
+from toolkit.runtimes.base import RuntimeOptions
+from toolkit.runtimes.worker import input_batch
+
+CPU_RUNTIMES = ("litert", "ort-cpu")  # the runtimes whose files this study times together
+FP32 = {f.runtime: name for name, f in FORMATS.items() if f.precision == "fp32"}
+LITERT_FP32, ORT_FP32 = FP32["litert"], FP32["ort-cpu"]
+
+
+@dataclass
+class Row:
+    """One file: its p50 per segment and the medians and ratios drawn from them."""
+
+    format: str
+    runtime: str
+    segment_p50_ms: list[float]
+    p50_ms: float = 0.0  # median of segment_p50_ms
+    vs_fp32: float | None = None  # median over segments of (its runtime's fp32 p50 / this p50)
+
+
+def time_segment(call, calls: int) -> float:
+    """p50 in ms of `calls` consecutive timed calls."""
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter_ns()
+        call()
+        times.append(time.perf_counter_ns() - start)
+    return float(np.median(times)) / 1e6
+
+
+def median_ratio(numerator: list[float], denominator: list[float]) -> float:
+    """Median over segments of numerator[i] / denominator[i]."""
+    return statistics.median(a / b for a, b in zip(numerator, denominator, strict=True))
+
+
+def measure(
+    run_dir: Path, formats: list[str], threads: int, segments: int, calls: int, warmup: int
+) -> dict:
+    """Open every chosen file, warm each up, time them round-robin; the rows and ratios."""
+    run = open_run(run_dir)
+    artifacts = run.manifest()["artifacts"]
+    chosen = [f for f in formats if f in artifacts and FORMATS[f].runtime in CPU_RUNTIMES]
+    if not chosen:
+        raise UsageError(
+            f"{run_dir} has none of {', '.join(formats)} exported for {', '.join(CPU_RUNTIMES)}: "
+            f"run `toolkit export {run_dir} --format all` first"
+        )
+    calls_by_format = {}
+    for name in chosen:
+        path = run.export_dir / artifacts[name]["file"]
+        session = open_artifact(path, FORMATS[name].runtime, RuntimeOptions(threads=threads))
+        images = input_batch(session.input.shape, 1)
+        calls_by_format[name] = lambda s=session, x=images: s.run(x)
+        for _ in range(warmup):
+            calls_by_format[name]()
+    rows = {n: Row(n, FORMATS[n].runtime, []) for n in chosen}
+    for segment in range(segments):
+        progress("segment", segment + 1, segments, f"{calls} calls of each of {len(rows)} files")
+        for name, call in calls_by_format.items():
+            rows[name].segment_p50_ms.append(time_segment(call, calls))
+    for row in rows.values():
+        row.p50_ms = statistics.median(row.segment_p50_ms)
+        fp32 = rows.get(FP32[row.runtime])
+        if fp32 is not None:
+            row.vs_fp32 = median_ratio(fp32.segment_p50_ms, row.segment_p50_ms)
+    ort_vs_litert = None
+    if LITERT_FP32 in rows and ORT_FP32 in rows:
+        ort_vs_litert = median_ratio(
+            rows[ORT_FP32].segment_p50_ms, rows[LITERT_FP32].segment_p50_ms
+        )
+    return {
+        "rows": [asdict(r) for r in rows.values()],
+        "ort_fp32_over_litert_fp32": ort_vs_litert,
+    }
+
+
+def markdown(report: dict) -> str:
+    """The report as a Markdown table with its command, date and machine."""
+    machine = report["machine"]
+    lines = [
+        f"- command: `{report['command']}`",
+        f"- date: {report['date']} (start)",
+        f"- machine: {cpu_text(machine)}, {machine['cores']} cores, load average "
+        f"{machine['load_average']} at start",
+        "- versions: " + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()),
+        f"- protocol: batch 1, {report['threads']} threads, {report['warmup']} warmup calls per "
+        f"file, then {report['segments']} round-robin segments of {report['calls']} calls of "
+        "each file in one process",
+        "",
+        "| format | runtime | p50 ms (median of segments) | x its runtime's fp32 |",
+        "|---|---|---:|---:|",
+    ]
+    for r in report["rows"]:
+        ratio = "-" if r["vs_fp32"] is None else f"{r['vs_fp32']:.2f}x"
+        lines.append(f"| `{r['format']}` | {r['runtime']} | {r['p50_ms']:.3f} | {ratio} |")
+    if report["ort_fp32_over_litert_fp32"] is not None:
+        lines += [
+            "",
+            f"ONNX Runtime fp32 / LiteRT fp32 p50: {report['ort_fp32_over_litert_fp32']:.2f}x",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.studies.interleaved", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("run", type=Path, help="a run folder with RUN/export/model.json")
+    parser.add_argument("--formats", default="all", help="formats to time (default: all)")
+    parser.add_argument("--threads", type=positive, default=os.cpu_count() or 1)
+    parser.add_argument("--segments", type=positive, default=20)
+    parser.add_argument("--calls", type=positive, default=100, help="calls per file per segment")
+    parser.add_argument("--warmup", type=positive, default=20, help="untimed calls per file")
+    parser.add_argument("--json", type=Path, help="also write the report here")
+    args = parser.parse_args(argv)
+    try:
+        if args.json is not None:
+            check_writable(args.json, "--json")
+        formats = parse_formats(args.formats)
+        machine = describe()
+        started = datetime.now(UTC).isoformat(timespec="seconds")
+        measured = measure(args.run, formats, args.threads, args.segments, args.calls, args.warmup)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    report = {
+        "command": "python -m bench.studies.interleaved " + shlex.join(argv or sys.argv[1:]),
+        "date": started,
+        "machine": machine,
+        "threads": args.threads,
+        "segments": args.segments,
+        "calls": args.calls,
+        "warmup": args.warmup,
+        **measured,
+    }
+    print(markdown(report), end="")
+    if args.json is not None:
+        write_json(args.json, report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
