@@ -20,7 +20,6 @@ import os
 import shlex
 import statistics
 import sys
-import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +34,7 @@ from toolkit.progress import progress
 from toolkit.runfolder import open_run
 from toolkit.runtimes import open_artifact
 from toolkit.runtimes.base import RuntimeOptions
+from toolkit.runtimes.timing import Protocol, time_calls
 from toolkit.runtimes.worker import input_batch
 
 CPU_RUNTIMES = ("litert", "ort-cpu")  # the runtimes whose files this study times together
@@ -55,12 +55,7 @@ class Row:
 
 def time_segment(call, calls: int) -> float:
     """p50 in ms of `calls` consecutive timed calls."""
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter_ns()
-        call()
-        times.append(time.perf_counter_ns() - start)
-    return float(np.median(times)) / 1e6
+    return float(np.median(time_calls(call, Protocol(warmup=0, runs=calls, seconds=None)))) / 1e6
 
 
 def median_ratio(numerator: list[float], denominator: list[float]) -> float:
