@@ -13,14 +13,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from toolkit.argtypes import OneLineParser, positive_int
 from toolkit.errors import UsageError
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports bad arguments as one line and exit code 2."""
-
-    def error(self, message: str):
-        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 def _add_train(p: argparse.ArgumentParser) -> None:
@@ -153,24 +147,13 @@ def _run_bench(args: argparse.Namespace) -> int:
     return command.run(args)
 
 
-def _positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
 def _add_presets(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--classes", type=_positive_int, default=10, help="number of classes (default 10)"
+        "--classes", type=positive_int, default=10, help="number of classes (default 10)"
     )
     p.add_argument(
         "--resolution",
-        type=_positive_int,
+        type=positive_int,
         default=32,
         help="input image size (default 32); any positive size fits: each model resizes its "
         "input to its preset's image size (a multiple of the patch size) before the patches",
@@ -271,8 +254,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     Other sub-commands are listed by name and help, so building the parser imports just the
     chosen command's argument module (none for `toolkit --help`).
     """
-    parser = _Parser(prog="toolkit", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = OneLineParser(prog="toolkit", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     for name, entry in COMMANDS.items():
         p = sub.add_parser(name, help=entry.help, description=entry.help)
         if name == command:

@@ -423,6 +423,7 @@ def test_interleaved_bad_input_exits_2(run_dir, tmp_path, capsys):
         "json is a folder": ([str(run_dir), "--json", str(folder)], "--json"),
         "unknown format": ([str(run_dir), "--formats", "tflite-int4"], "unknown format"),
         "no cpu file": ([str(run_dir), "--formats", "tflite-fp16"], "none of tflite-fp16"),
+        "threads zero": ([str(run_dir), "--threads", "0"], "--threads"),
     }
     for argv, words in cases.values():
         assert interleaved.main([*argv, "--segments", "1", "--calls", "1"]) == 2

@@ -15,7 +15,6 @@ and ONNX Runtime fp32 against LiteRT fp32.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import statistics
@@ -28,6 +27,7 @@ import numpy as np
 
 from bench.machine import cpu_text, describe
 from export.formats import FORMATS, parse_formats
+from toolkit.argtypes import OneLineParser, positive_int
 from toolkit.atomic import check_writable, write_json
 from toolkit.errors import UsageError
 from toolkit.progress import progress
@@ -131,26 +131,21 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m bench.studies.interleaved", description=__doc__.splitlines()[0]
     )
     parser.add_argument("run", type=Path, help="a run folder with RUN/export/model.json")
     parser.add_argument("--formats", default="all", help="formats to time (default: all)")
-    parser.add_argument("--threads", type=positive, default=os.cpu_count() or 1)
-    parser.add_argument("--segments", type=positive, default=20)
-    parser.add_argument("--calls", type=positive, default=100, help="calls per file per segment")
-    parser.add_argument("--warmup", type=positive, default=20, help="untimed calls per file")
+    parser.add_argument("--threads", type=positive_int, default=os.cpu_count() or 1)
+    parser.add_argument("--segments", type=positive_int, default=20)
+    parser.add_argument(
+        "--calls", type=positive_int, default=100, help="calls per file per segment"
+    )
+    parser.add_argument("--warmup", type=positive_int, default=20, help="untimed calls per file")
     parser.add_argument("--json", type=Path, help="also write the report here")
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
         if args.json is not None:
             check_writable(args.json, "--json")
         formats = parse_formats(args.formats)

@@ -1,0 +1,25 @@
+"""argparse pieces shared by the command lines (`toolkit`, the bench studies)."""
+
+from __future__ import annotations
+
+import argparse
+
+from toolkit.errors import UsageError
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports bad arguments as one line and exit code 2 (a UsageError)."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
