@@ -48,7 +48,7 @@ class OnnxRecipe:
     reduce_range: bool = False
 
 
-QDQ = OnnxRecipe()  # static QDQ with every op ORT quantizes (what `toolkit verify` per op uses)
+QDQ = OnnxRecipe()  # static QDQ with every op ORT quantizes
 
 
 def even_batch(count: int, cap: int = CALIB_BATCH) -> int:

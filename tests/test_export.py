@@ -27,9 +27,11 @@ from export.int8_search import recipe_settings
 from export.manifest import MANIFEST_FILE, sha256
 from export.oplist import Op, forbidden_ops, onnx_ops, op_names, tflite_ops
 from export.pipeline import EXPORT_DIR
+from export.tflite import centered_norms
 from export.xnnpack import delegation
 from toolkit.data import load_data
 from toolkit.errors import UsageError
+from toolkit.ops import CenteredLayerNorm
 from toolkit.runfolder import open_run
 from toolkit.training.train import TrainOptions, train
 from toolkit.versions import versions
@@ -296,6 +298,41 @@ def test_onnx_graph_has_fused_norms_and_no_shape_arithmetic(exported, tmp_path):
     optimized = Counter(n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node)
     gelus = optimized["Gelu"] + optimized["BiasGelu"]  # BiasGelu: a MatMul bias folded in
     assert gelus == ops["Erf"] > 0 and "Erf" not in optimized, optimized
+
+
+def _tflite_op_counts(path: Path) -> Counter:
+    model = schema.Model.GetRootAs(path.read_bytes(), 0)
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    counts: Counter = Counter()
+    for s in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(s)
+        for i in range(graph.OperatorsLength()):
+            code = model.OperatorCodes(graph.Operators(i).OpcodeIndex())
+            counts[names[max(code.BuiltinCode(), code.DeprecatedBuiltinCode())]] += 1
+    return counts
+
+
+def test_centered_norms_keep_the_function_and_share_the_other_layers(exported):
+    model = exported["model"]
+    centered = centered_norms(model)
+    x = exported["test_images"][:4]
+    np.testing.assert_allclose(centered(x), model(x), atol=1e-5)
+    top_norms = [la for la in model.layers if type(la).__name__ == "LayerNormalization"]
+    swapped = [la for la in centered.layers if isinstance(la, CenteredLayerNorm)]
+    assert [la.name for la in swapped] == [la.name for la in top_norms] and swapped
+    kept = [la for la in centered.layers[1:] if not isinstance(la, CenteredLayerNorm)]
+    assert all(any(la is old for old in model.layers) for la in kept)
+
+
+@pytest.mark.parametrize("fmt", ["tflite", "tflite-int8", "tflite-dynamic"])
+def test_tflite_norms_use_the_centered_spelling(exported, fmt):
+    """Keras spells a norm with a NEG (-mean * scale); the centered spelling has none, only the
+    norms nested in other layers keep it."""
+    ops = _tflite_op_counts(exported["out"] / FORMATS[fmt].filename)
+    model = exported["model"]
+    norms = _keras_layers(model, "LayerNormalization")
+    top = sum(type(layer).__name__ == "LayerNormalization" for layer in model.layers)
+    assert ops["RSQRT"] == norms and ops["NEG"] == norms - top, ops
 
 
 @pytest.mark.parametrize("fmt", ["tflite-int8", "tflite-int8-float-io", "tflite-dynamic"])

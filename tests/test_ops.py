@@ -14,6 +14,7 @@ from layer_checks import check_layer
 
 from toolkit.ops import (
     MLP,
+    CenteredLayerNorm,
     Dropout,
     DropPath,
     LocalitySelfAttention,
@@ -23,6 +24,7 @@ from toolkit.ops import (
     ShiftedPatchTokenization,
     gelu,
     patches,
+    reference_layer_norm,
     reference_partial_shift,
     reference_patch_conv,
     reference_self_attention,
@@ -44,6 +46,7 @@ LAYER_CASES = [
     (lambda: Dropout(0.2, seed=3), (2, 5, 7), (2, 5, 7)),
     (lambda: MLP([128, 64], 0.1), (2, 10, 32), (2, 10, 64)),
     (lambda: MLP([64, 32], 0.2, activate_last=False), (2, 5, 5, 32), (2, 5, 5, 32)),
+    (lambda: CenteredLayerNorm(epsilon=1e-5), (2, 6, 6, 24), (2, 6, 6, 24)),
 ]
 
 
@@ -66,6 +69,26 @@ def to_np(x: object) -> np.ndarray:
 )
 def test_layer_config_save_load_shape(factory, in_shape, out_shape, tmp_path):
     check_layer(factory(), in_shape, out_shape, tmp_path)
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 5, 24), (3, 7, 64)])
+def test_centered_layer_norm_matches_reference_and_keras(shape):
+    x = (rng(1).standard_normal(shape) * 3 + 2).astype("float32")
+    gamma = rng(2).standard_normal(shape[-1]).astype("float32")
+    beta = rng(3).standard_normal(shape[-1]).astype("float32")
+    layers = [CenteredLayerNorm(epsilon=1e-5), keras.layers.LayerNormalization(epsilon=1e-5)]
+    for layer in layers:
+        layer.build(shape)
+        layer.set_weights([gamma, beta])
+    ours, theirs = (to_np(layer(x)) for layer in layers)
+    np.testing.assert_allclose(ours, reference_layer_norm(x, gamma, beta, 1e-5), atol=2e-5)
+    np.testing.assert_allclose(ours, theirs, atol=2e-5)
+
+
+@pytest.mark.parametrize("axis", [1, [1, 2]])
+def test_centered_layer_norm_rejects_other_axes(axis):
+    with pytest.raises(ValueError, match="last axis only"):
+        CenteredLayerNorm(axis=axis).build((2, 4, 8))
 
 
 # --- gelu -------------------------------------------------------------------------------

@@ -212,7 +212,7 @@ def locate(
     owned: dict[str, list[Op]] = {}
     fused: dict[str, list[Op]] = {}  # layer -> ops of other layers that took in its ops
     for op in graph.ops:
-        owner, *others = scopes.scopes(op.name) or [None]
+        owner, *others = _layers_of(graph, scopes, op) or [None]
         if owner is not None:
             owned.setdefault(owner, []).append(op)
         for layer in others:
@@ -233,8 +233,33 @@ def locate(
         if hit is not None and not later:
             found[b.name] = hit
         else:
-            missing[b.name] = _why_missing(b, owned.get(b.name, []), later, scopes)
+            missing[b.name] = _why_missing(graph, b, owned.get(b.name, []), later, scopes)
     return found, missing
+
+
+def _layers_of(graph: Graph, scopes: ScopeNames, op: Op) -> list[str]:
+    """The layers `op`'s name gives, its owner first. TFLite names a fused op after its own
+    result first; but when it folds a layer's constant scale and shift into the weights of the
+    op that reads them (a LayerNormalization's gamma and beta into the next Dense), the folded
+    layer comes first, and it also made the op's input: then the next layer named owns it."""
+    layers = scopes.scopes(op.name)
+    if len(layers) > 1 and layers[0] in _input_layers(graph, scopes, op):
+        return [*layers[1:], layers[0]]
+    return layers
+
+
+def _input_layers(graph: Graph, scopes: ScopeNames, op: Op) -> set[str]:
+    """Owners of the ops whose values `op` reads, through unnamed one-input ops (QUANTIZE)."""
+    owners = set()
+    for t in op.inputs:
+        producer = graph.producer.get(t)
+        while producer is not None and not scopes.scopes(producer.name):
+            if len(producer.inputs) != 1:
+                break
+            producer = graph.producer.get(producer.inputs[0])
+        if producer is not None and (owner := scopes.owner(producer.name)) is not None:
+            owners.add(owner)
+    return owners
 
 
 def _outputs(graph: Graph, scopes: ScopeNames, b: Boundary, op: Op, shape_of) -> list[Found]:
@@ -256,10 +281,13 @@ def _outputs(graph: Graph, scopes: ScopeNames, b: Boundary, op: Op, shape_of) ->
     return out
 
 
-def _why_missing(b: Boundary, owned: list[Op], fused: list[Op], scopes: ScopeNames) -> str:
+def _why_missing(
+    graph: Graph, b: Boundary, owned: list[Op], fused: list[Op], scopes: ScopeNames
+) -> str:
     if fused:
         op = fused[-1]
-        return f"not found: fused by the converter into {op.type} of '{scopes.owner(op.name)}'"
+        owner = _layers_of(graph, scopes, op)[0]
+        return f"not found: fused by the converter into {op.type} of '{owner}'"
     if not owned:
         return "not found: no op keeps this layer's name (the converter fused or renamed it)"
     shape = "x".join(map(str, b.shape))

@@ -9,6 +9,7 @@ from toolkit.ops.attention import (
 from toolkit.ops.dropout import Dropout
 from toolkit.ops.droppath import DropPath
 from toolkit.ops.gelu import gelu
+from toolkit.ops.layer_norm import CenteredLayerNorm, reference_layer_norm
 from toolkit.ops.mlp import MLP
 from toolkit.ops.patch_conv import PatchConv2D, reference_patch_conv
 from toolkit.ops.patches import (
@@ -21,6 +22,7 @@ from toolkit.ops.patches import (
 from toolkit.ops.shift import PartialShift, reference_partial_shift
 
 __all__ = [
+    "CenteredLayerNorm",
     "MLP",
     "DropPath",
     "Dropout",
@@ -32,6 +34,7 @@ __all__ = [
     "gelu",
     "mask_diagonal_softmax",
     "patches",
+    "reference_layer_norm",
     "reference_partial_shift",
     "reference_patch_conv",
     "reference_self_attention",
