@@ -415,15 +415,32 @@ def test_interleaved_times_every_cpu_file_and_its_ratios(run_dir, tmp_path, caps
     assert "| `tflite-int8` | litert |" in capsys.readouterr().out
 
 
+def test_interleaved_before_times_a_second_export_in_the_same_segments(run_dir, tmp_path):
+    before = copy_run(run_dir, tmp_path / "before")
+    out = tmp_path / "il.json"
+    argv = [str(run_dir), "--before", str(before), "--formats", "tflite,tflite-int8"]
+    assert interleaved.main([*argv, "--segments", "3", "--calls", "2", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["before"] == str(before)
+    for row in report["rows"]:
+        assert len(row["before_segment_p50_ms"]) == len(row["segment_p50_ms"]) == 3
+        assert row["vs_before"] == interleaved.median_ratio(
+            row["before_segment_p50_ms"], row["segment_p50_ms"]
+        )
+    assert "before / now" in interleaved.markdown(report)
+
+
 def test_interleaved_bad_input_exits_2(run_dir, tmp_path, capsys):
     folder = tmp_path / "taken"
     folder.mkdir()
+    no_export = _no_export(run_dir, tmp_path)
     cases = {
-        "no export": ([str(_no_export(run_dir, tmp_path))], "export"),
+        "no export": ([str(no_export)], "export"),
         "json is a folder": ([str(run_dir), "--json", str(folder)], "--json"),
         "unknown format": ([str(run_dir), "--formats", "tflite-int4"], "unknown format"),
         "no cpu file": ([str(run_dir), "--formats", "tflite-fp16"], "none of tflite-fp16"),
         "threads zero": ([str(run_dir), "--threads", "0"], "--threads"),
+        "before not exported": ([str(run_dir), "--before", str(no_export)], "export"),
     }
     for argv, words in cases.values():
         assert interleaved.main([*argv, "--segments", "1", "--calls", "1"]) == 2

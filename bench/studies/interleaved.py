@@ -1,7 +1,7 @@
 """Speed ratios of a run's exported files, timed interleaved in one process.
 
-    python -m bench.studies.interleaved RUN [--formats F,...] [--threads N] [--segments N]
-        [--calls N] [--warmup N] [--json FILE]
+    python -m bench.studies.interleaved RUN [--before RUN0] [--formats F,...] [--threads N]
+        [--segments N] [--calls N] [--warmup N] [--json FILE]
 
 `toolkit bench` times each file in a fresh process, one after the other, so that each row has
 its own peak memory. On a shared VM whose speed moves over seconds, a ratio between two rows
@@ -10,7 +10,9 @@ once in this process, in its format's runtime, and timed in round-robin segments
 batch-1 calls of each file per segment). A file's figure is the median of its segment p50s; a
 ratio is the median over segments of the two files' p50 ratio within the same segment. Ratios:
 each file against the fp32 file of its runtime (`tflite` on LiteRT, `onnx` on ONNX Runtime CPU),
-and ONNX Runtime fp32 against LiteRT fp32.
+and ONNX Runtime fp32 against LiteRT fp32. With `--before RUN0` (the same model exported by an
+earlier toolkit, or another recipe), RUN0's files of the same formats join the round robin and
+each row also gives RUN0's p50 and RUN0 / RUN per segment: a before/after table.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ class Row:
     segment_p50_ms: list[float]
     p50_ms: float = 0.0  # median of segment_p50_ms
     vs_fp32: float | None = None  # median over segments of (its runtime's fp32 p50 / this p50)
+    before_segment_p50_ms: list[float] | None = None  # --before: RUN0's file, same segments
+    before_p50_ms: float | None = None
+    vs_before: float | None = None  # median over segments of (RUN0's p50 / this p50)
 
 
 def time_segment(call, calls: int) -> float:
@@ -63,10 +68,8 @@ def median_ratio(numerator: list[float], denominator: list[float]) -> float:
     return statistics.median(a / b for a, b in zip(numerator, denominator, strict=True))
 
 
-def measure(
-    run_dir: Path, formats: list[str], threads: int, segments: int, calls: int, warmup: int
-) -> dict:
-    """Open every chosen file, warm each up, time them round-robin; the rows and ratios."""
+def _calls(run_dir: Path, formats: list[str], threads: int, warmup: int) -> dict:
+    """A warmed-up batch-1 call per chosen CPU file of the run, by format."""
     run = open_run(run_dir)
     artifacts = run.manifest()["artifacts"]
     chosen = [f for f in formats if f in artifacts and FORMATS[f].runtime in CPU_RUNTIMES]
@@ -75,30 +78,54 @@ def measure(
             f"{run_dir} has none of {', '.join(formats)} exported for {', '.join(CPU_RUNTIMES)}: "
             f"run `toolkit export {run_dir} --format all` first"
         )
-    calls_by_format = {}
+    calls = {}
     for name in chosen:
         path = run.export_dir / artifacts[name]["file"]
         session = open_artifact(path, FORMATS[name].runtime, RuntimeOptions(threads=threads))
         images = input_batch(session.input.shape, 1)
-        calls_by_format[name] = lambda s=session, x=images: s.run(x)
+        calls[name] = lambda s=session, x=images: s.run(x)
         for _ in range(warmup):
-            calls_by_format[name]()
-    rows = {n: Row(n, FORMATS[n].runtime, []) for n in chosen}
+            calls[name]()
+    return calls
+
+
+def measure(
+    run_dir: Path,
+    formats: list[str],
+    threads: int,
+    segments: int,
+    calls: int,
+    warmup: int,
+    before: Path | None = None,
+) -> dict:
+    """Open every chosen file (and RUN0's, `before`), warm each up, time them round-robin; the
+    rows and ratios."""
+    after_calls = _calls(run_dir, formats, threads, warmup)
+    before_calls = {} if before is None else _calls(before, list(after_calls), threads, warmup)
+    rows = {n: Row(n, FORMATS[n].runtime, []) for n in after_calls}
+    for name in before_calls:
+        rows[name].before_segment_p50_ms = []
     for segment in range(segments):
-        progress("segment", segment + 1, segments, f"{calls} calls of each of {len(rows)} files")
-        for name, call in calls_by_format.items():
+        progress("segment", segment + 1, segments, f"{calls} calls of each file")
+        for name, call in after_calls.items():
             rows[name].segment_p50_ms.append(time_segment(call, calls))
+            if name in before_calls:
+                rows[name].before_segment_p50_ms.append(time_segment(before_calls[name], calls))
     for row in rows.values():
         row.p50_ms = statistics.median(row.segment_p50_ms)
         fp32 = rows.get(FP32[row.runtime])
         if fp32 is not None:
             row.vs_fp32 = median_ratio(fp32.segment_p50_ms, row.segment_p50_ms)
+        if row.before_segment_p50_ms:
+            row.before_p50_ms = statistics.median(row.before_segment_p50_ms)
+            row.vs_before = median_ratio(row.before_segment_p50_ms, row.segment_p50_ms)
     ort_vs_litert = None
     if LITERT_FP32 in rows and ORT_FP32 in rows:
         ort_vs_litert = median_ratio(
             rows[ORT_FP32].segment_p50_ms, rows[LITERT_FP32].segment_p50_ms
         )
     return {
+        "before": None if before is None else str(before),
         "rows": [asdict(r) for r in rows.values()],
         "ort_fp32_over_litert_fp32": ort_vs_litert,
     }
@@ -116,13 +143,25 @@ def markdown(report: dict) -> str:
         f"- protocol: batch 1, {report['threads']} threads, {report['warmup']} warmup calls per "
         f"file, then {report['segments']} round-robin segments of {report['calls']} calls of "
         "each file in one process",
-        "",
-        "| format | runtime | p50 ms (median of segments) | x its runtime's fp32 |",
-        "|---|---|---:|---:|",
     ]
+    before = report.get("before")
+    head = "| format | runtime | p50 ms (median of segments) | x its runtime's fp32 |"
+    rule = "|---|---|---:|---:|"
+    if before:
+        lines.insert(1, f"- before: `{before}`, its files timed in the same segments")
+        head += " before p50 ms | before / now |"
+        rule += "---:|---:|"
+    lines += ["", head, rule]
     for r in report["rows"]:
         ratio = "-" if r["vs_fp32"] is None else f"{r['vs_fp32']:.2f}x"
-        lines.append(f"| `{r['format']}` | {r['runtime']} | {r['p50_ms']:.3f} | {ratio} |")
+        line = f"| `{r['format']}` | {r['runtime']} | {r['p50_ms']:.3f} | {ratio} |"
+        if before:
+            line += (
+                " - | - |"
+                if r.get("vs_before") is None
+                else f" {r['before_p50_ms']:.3f} | {r['vs_before']:.2f}x |"
+            )
+        lines.append(line)
     if report["ort_fp32_over_litert_fp32"] is not None:
         lines += [
             "",
@@ -136,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.studies.interleaved", description=__doc__.splitlines()[0]
     )
     parser.add_argument("run", type=Path, help="a run folder with RUN/export/model.json")
+    parser.add_argument(
+        "--before", type=Path, help="another export of the model, timed alongside: before/after"
+    )
     parser.add_argument("--formats", default="all", help="formats to time (default: all)")
     parser.add_argument("--threads", type=positive_int, default=os.cpu_count() or 1)
     parser.add_argument("--segments", type=positive_int, default=20)
@@ -151,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         formats = parse_formats(args.formats)
         machine = describe()
         started = datetime.now(UTC).isoformat(timespec="seconds")
-        measured = measure(args.run, formats, args.threads, args.segments, args.calls, args.warmup)
+        measured = measure(
+            args.run, formats, args.threads, args.segments, args.calls, args.warmup, args.before
+        )
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
