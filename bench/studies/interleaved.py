@@ -7,7 +7,8 @@
 its own peak memory. On a shared VM whose speed moves over seconds, a ratio between two rows
 timed a minute apart carries that drift. Here every CPU file of RUN/export/model.json is opened
 once in this process, in its format's runtime, and timed in round-robin segments (`--calls`
-batch-1 calls of each file per segment). A file's figure is the median of its segment p50s; a
+batch-1 calls of each file per segment, every other segment in reverse order, so that no file
+always runs right after the same one). A file's figure is the median of its segment p50s; a
 ratio is the median over segments of the two files' p50 ratio within the same segment. Ratios:
 each file against the fp32 file of its runtime (`tflite` on LiteRT, `onnx` on ONNX Runtime CPU),
 and ONNX Runtime fp32 against LiteRT fp32. With `--before RUN0` (the same model exported by an
@@ -105,12 +106,18 @@ def measure(
     rows = {n: Row(n, FORMATS[n].runtime, []) for n in after_calls}
     for name in before_calls:
         rows[name].before_segment_p50_ms = []
+    # (series, call) in round-robin order, each RUN0 file right after its RUN file
+    order = []
+    for name, call in after_calls.items():
+        order.append((rows[name].segment_p50_ms, call))
+        if name in before_calls:
+            order.append((rows[name].before_segment_p50_ms, before_calls[name]))
     for segment in range(segments):
         progress("segment", segment + 1, segments, f"{calls} calls of each file")
-        for name, call in after_calls.items():
-            rows[name].segment_p50_ms.append(time_segment(call, calls))
-            if name in before_calls:
-                rows[name].before_segment_p50_ms.append(time_segment(before_calls[name], calls))
+        # every other segment in reverse: a file timed right after another one runs a few
+        # percent faster than it would first (two identical files differ by ~5% otherwise)
+        for series, call in order if segment % 2 == 0 else order[::-1]:
+            series.append(time_segment(call, calls))
     for row in rows.values():
         row.p50_ms = statistics.median(row.segment_p50_ms)
         fp32 = rows.get(FP32[row.runtime])
@@ -142,7 +149,7 @@ def markdown(report: dict) -> str:
         "- versions: " + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()),
         f"- protocol: batch 1, {report['threads']} threads, {report['warmup']} warmup calls per "
         f"file, then {report['segments']} round-robin segments of {report['calls']} calls of "
-        "each file in one process",
+        "each file in one process, every other segment in reverse order",
     ]
     before = report.get("before")
     head = "| format | runtime | p50 ms (median of segments) | x its runtime's fp32 |"
