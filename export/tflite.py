@@ -29,7 +29,7 @@ class Recipe:
     int8: bool = False  # representative dataset + TFLITE_BUILTINS_INT8 only
     int8_io: bool = False  # int8 input and output tensors instead of float32
     batch: int | None = None  # None: dynamic batch; 1: fixed, so every shape folds to a constant
-    float_layers: tuple[str, ...] = ()  # Keras layer classes whose ops stay float (int8 only)
+    float_layers: tuple[str, ...] = ()  # Keras layer classes whose weight-free ops stay float
     float_ops: tuple[str, ...] = ()  # TFLite builtin op names that stay float (int8 only)
     # the model's last layer stays float, so float32 logits keep their resolution: int8 logits
     # tie (equal top values) on a few percent of the images of a low-confidence model
