@@ -430,6 +430,24 @@ def test_interleaved_before_times_a_second_export_in_the_same_segments(run_dir, 
     assert "before / now" in interleaved.markdown(report)
 
 
+def test_interleaved_reverses_every_other_segment(run_dir, tmp_path, monkeypatch):
+    timed = []
+
+    def fake_segment(call, calls):
+        timed.append(call)
+        return float(len(timed))
+
+    monkeypatch.setattr(interleaved, "time_segment", fake_segment)
+    before = copy_run(run_dir, tmp_path / "before")
+    report = interleaved.measure(run_dir, ["tflite", "tflite-int8"], 1, 3, 1, 0, before)
+    first, second, third = timed[:4], timed[4:8], timed[8:]
+    assert len(set(first)) == 4 and second == first[::-1] and third == first
+    rows = {r["format"]: r for r in report["rows"]}
+    # segment p50s in timing order: tflite, its RUN0 file, tflite-int8, its RUN0 file
+    assert rows["tflite"]["segment_p50_ms"] == [1.0, 8.0, 9.0]
+    assert rows["tflite"]["before_segment_p50_ms"] == [2.0, 7.0, 10.0]
+
+
 def test_interleaved_bad_input_exits_2(run_dir, tmp_path, capsys):
     folder = tmp_path / "taken"
     folder.mkdir()
