@@ -23,20 +23,32 @@ class Op:
     domain: str
 
 
-def tflite_ops(flatbuffer: bytes) -> list[Op]:
-    """Distinct operators of every subgraph of a .tflite flatbuffer, sorted."""
+def builtin_code(model: schema.Model, op: schema.Operator) -> int:
+    """An operator's builtin code (newer files set BuiltinCode, older DeprecatedBuiltinCode)."""
+    code = model.OperatorCodes(op.OpcodeIndex())
+    return max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+
+
+def tflite_op_sequence(flatbuffer: bytes) -> list[Op]:
+    """Every operator of every subgraph of a .tflite flatbuffer, in graph order, repeats kept."""
     model = schema.Model.GetRootAs(flatbuffer, 0)
-    found = set()
+    ops = []
     for s in range(model.SubgraphsLength()):
         graph = model.Subgraphs(s)
         for i in range(graph.OperatorsLength()):
-            code = model.OperatorCodes(graph.Operators(i).OpcodeIndex())
-            builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+            op = graph.Operators(i)
+            builtin = builtin_code(model, op)
             if builtin == schema.BuiltinOperator.CUSTOM:
-                found.add(Op((code.CustomCode() or b"?").decode(), "custom"))
+                custom = model.OperatorCodes(op.OpcodeIndex()).CustomCode()
+                ops.append(Op((custom or b"?").decode(), "custom"))
             else:
-                found.add(Op(_BUILTIN_NAMES.get(builtin, f"UNKNOWN_{builtin}"), "builtin"))
-    return sorted(found)
+                ops.append(Op(_BUILTIN_NAMES.get(builtin, f"UNKNOWN_{builtin}"), "builtin"))
+    return ops
+
+
+def tflite_ops(flatbuffer: bytes) -> list[Op]:
+    """Distinct operators of every subgraph of a .tflite flatbuffer, sorted."""
+    return sorted(set(tflite_op_sequence(flatbuffer)))
 
 
 def onnx_ops(model: onnx.ModelProto) -> list[Op]:

@@ -14,6 +14,7 @@ import tensorflow as tf
 from ai_edge_litert import schema_py_generated as schema
 from tensorflow.lite.python import convert as tflite_convert
 
+from export.oplist import builtin_code
 from export.signature import INPUT_NAME, SIGNATURE_KEY, serving_call
 from export.source import ExportSource
 from toolkit.native_logs import captured_native_stderr
@@ -149,11 +150,6 @@ _WEIGHT_OPS = frozenset(
 )
 
 
-def _builtin_code(model: schema.Model, op: schema.Operator) -> int:
-    code = model.OperatorCodes(op.OpcodeIndex())
-    return max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
-
-
 def layer_nodes(flatbuffer: bytes, layer_names: set[str]) -> list[str]:
     """Output tensor names of the weight-free ops inside Keras layers named `layer_names` (a
     `/` segment of the tensor name)."""
@@ -166,7 +162,7 @@ def layer_nodes(flatbuffer: bytes, layer_names: set[str]) -> list[str]:
         graph = model.Subgraphs(s)
         for i in range(graph.OperatorsLength()):
             op = graph.Operators(i)
-            if _builtin_code(model, op) in _WEIGHT_OPS:
+            if builtin_code(model, op) in _WEIGHT_OPS:
                 continue
             for k in range(op.OutputsLength()):
                 name = graph.Tensors(op.Outputs(k)).Name().decode()

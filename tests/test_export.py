@@ -25,7 +25,7 @@ from export.command import run as run_command
 from export.formats import check_options, parse_formats
 from export.int8_search import recipe_settings
 from export.manifest import MANIFEST_FILE, sha256
-from export.oplist import Op, forbidden_ops, onnx_ops, op_names, tflite_ops
+from export.oplist import Op, forbidden_ops, onnx_ops, op_names, tflite_op_sequence, tflite_ops
 from export.pipeline import EXPORT_DIR
 from export.tflite import centered_norms
 from export.xnnpack import delegation
@@ -300,18 +300,6 @@ def test_onnx_graph_has_fused_norms_and_no_shape_arithmetic(exported, tmp_path):
     assert gelus == ops["Erf"] > 0 and "Erf" not in optimized, optimized
 
 
-def _tflite_op_counts(path: Path) -> Counter:
-    model = schema.Model.GetRootAs(path.read_bytes(), 0)
-    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
-    counts: Counter = Counter()
-    for s in range(model.SubgraphsLength()):
-        graph = model.Subgraphs(s)
-        for i in range(graph.OperatorsLength()):
-            code = model.OperatorCodes(graph.Operators(i).OpcodeIndex())
-            counts[names[max(code.BuiltinCode(), code.DeprecatedBuiltinCode())]] += 1
-    return counts
-
-
 def test_centered_norms_keep_the_function_and_share_the_other_layers(exported):
     model = exported["model"]
     centered = centered_norms(model)
@@ -328,7 +316,8 @@ def test_centered_norms_keep_the_function_and_share_the_other_layers(exported):
 def test_tflite_norms_use_the_centered_spelling(exported, fmt):
     """Keras spells a norm with a NEG (-mean * scale); the centered spelling has none, only the
     norms nested in other layers keep it."""
-    ops = _tflite_op_counts(exported["out"] / FORMATS[fmt].filename)
+    path = exported["out"] / FORMATS[fmt].filename
+    ops = Counter(op.name for op in tflite_op_sequence(path.read_bytes()))
     model = exported["model"]
     norms = _keras_layers(model, "LayerNormalization")
     top = sum(type(layer).__name__ == "LayerNormalization" for layer in model.layers)
