@@ -217,7 +217,7 @@ def test_ort_sessions_are_set_up_for_latency_and_say_so(artifacts):
     session = open_artifact(paths[".onnx"], "ort-cpu", RuntimeOptions(threads=2))
     options = session.session.get_session_options()
     assert options.intra_op_num_threads == 2 and options.inter_op_num_threads == 1
-    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"
     assert session.settings == session_settings(RuntimeOptions(threads=2))
     assert session.settings["graph_optimization_level"] == options.graph_optimization_level.name
     row = measure(paths[".onnx"], "ort-cpu", 1, Protocol(warmup=0, runs=2, seconds=None), 2)
