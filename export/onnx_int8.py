@@ -22,6 +22,7 @@ from onnxruntime.quantization import (
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
 from export.onnx import fp32_onnx, save_onnx
+from export.onnx_rewrite import FLOAT_NODE_SUFFIX
 from export.signature import INPUT_NAME
 from export.source import ExportSource
 from toolkit.native_logs import captured_native_stderr
@@ -90,8 +91,10 @@ def quantize_int8(
                 skip_optimization=not recipe.optimize_first,
                 skip_symbolic_shape=True,
             )
-    excluded = [
-        n.name for n in onnx.load(str(prepared)).graph.node if n.op_type in recipe.exclude_op_types
+    excluded = [  # the recipe's float op types, and nodes the rewrite marked to stay float
+        n.name
+        for n in onnx.load(str(prepared)).graph.node
+        if n.op_type in recipe.exclude_op_types or n.name.endswith(FLOAT_NODE_SUFFIX)
     ]
     op_types = list(recipe.op_types) if recipe.op_types else None
     if recipe.dynamic:  # DynamicQuantizeLinear + MatMulInteger: standard ONNX ops

@@ -291,6 +291,9 @@ def test_onnx_graph_has_fused_norms_and_no_shape_arithmetic(exported, tmp_path):
     norms = _keras_layers(exported["model"], "LayerNormalization")
     assert ops["LayerNormalization"] == norms > 0
     assert not {"Shape", "Gather", "ReduceProd", "Cast", "Sqrt", "Reciprocal"} & set(ops), ops
+    # LSA's masked softmax as Add + Softmax: no row minimum, no renormalising sum
+    assert ops["Softmax"] == _keras_layers(exported["model"], "LocalitySelfAttention")
+    assert not {"ReduceMin", "ReduceSum"} & set(ops), ops
     # what ONNX Runtime runs: every GELU fused into one kernel when it loads the graph
     options = ort.SessionOptions()
     options.optimized_model_filepath = str(tmp_path / "optimized.onnx")

@@ -13,7 +13,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from export import onnx_rewrite
 from export.errors import ExportError
+from export.onnx_int8 import OnnxRecipe, quantize_int8
 from export.onnx_rewrite import (
+    FLOAT_NODE_SUFFIX,
+    additive_diagonal_mask,
     constant_reshapes,
     drop_dead_nodes,
     drop_identity_resizes,
@@ -97,6 +100,16 @@ def tensordot(b: Builder, x: str, weight: np.ndarray) -> str:
     target = b.op("Concat", lead, b.const(np.array([weight.shape[1]], np.int64)), axis=0)
     flat = b.op("Reshape", x, b.const(np.array([-1, weight.shape[0]], np.int64)))
     return b.op("Reshape", b.op("MatMul", flat, b.const(weight)), target)
+
+
+def tf2onnx_diagonal_softmax(b: Builder, x: str, eye: np.ndarray) -> str:
+    """LSA's mask_diagonal_softmax on scores x.x^T (batch, TOKENS, TOKENS), as tf2onnx writes it."""
+    scores = b.op("MatMul", x, b.op("Transpose", x, perm=[0, 2, 1]))
+    keep = b.const((1 - eye).astype(np.float32))
+    low = b.op("ReduceMin", scores, axes=[-1], keepdims=1)
+    filled = b.op("Add", b.op("Mul", scores, keep), b.op("Mul", low, b.const(eye)))
+    weights = b.op("Mul", b.op("Softmax", filled, axis=-1), keep)
+    return b.op("Div", weights, b.op("ReduceSum", weights, b.const(np.array([-1], np.int64))))
 
 
 def run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
@@ -251,3 +264,51 @@ def test_a_pass_that_changes_the_output_is_refused(monkeypatch):
     monkeypatch.setitem(onnx_rewrite.PASSES, "corrupt", corrupt)
     with pytest.raises(ExportError, match="corrupt.*changed the output"):
         rewrite(model)
+
+
+def _masked_softmax_model(eye: np.ndarray) -> onnx.ModelProto:
+    b = Builder()
+    return b.model(tf2onnx_diagonal_softmax(b, "x", eye), out=["batch", TOKENS, TOKENS])
+
+
+def test_lsa_diagonal_mask_becomes_an_add_and_a_softmax_with_the_weights_of_a_minus_inf_mask():
+    model = _masked_softmax_model(np.eye(TOKENS, dtype=np.float32))
+    assert additive_diagonal_mask(model, observe_shapes(model)) == 1
+    drop_dead_nodes(model)
+    onnx.checker.check_model(model, full_check=True)
+    assert ops(model) == Counter(
+        {"MatMul": 1, "Transpose": 1, "Add": 1, "Softmax": 1, "Identity": 1}
+    )
+    marked = [n.op_type for n in model.graph.node if n.name.endswith(FLOAT_NODE_SUFFIX)]
+    assert sorted(marked) == ["Add", "Softmax"]
+    x = _x()
+    logits = (x @ x.transpose(0, 2, 1)).astype(np.float64)
+    logits[:, np.arange(TOKENS), np.arange(TOKENS)] = -np.inf
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    np.testing.assert_allclose(run(model, x), e / e.sum(-1, keepdims=True), atol=1e-6)
+    assert np.diagonal(run(model, x), axis1=1, axis2=2).max() == 0.0
+
+
+def test_a_mask_that_is_not_the_diagonal_is_left_alone():
+    shifted = np.roll(np.eye(TOKENS, dtype=np.float32), 1, axis=1)
+    model = _masked_softmax_model(shifted)
+    assert additive_diagonal_mask(model, observe_shapes(model)) == 0
+
+
+def test_static_int8_leaves_the_marked_mask_nodes_float(tmp_path):
+    model = _masked_softmax_model(np.eye(TOKENS, dtype=np.float32))
+    rewrite(model)
+    model.graph.input[0].name = "image"  # the calibration reader feeds `image`
+    for node in model.graph.node:
+        node.input[:] = ["image" if i == "x" else i for i in node.input]
+    quantized = tmp_path / "int8.onnx"
+    calibration = _x(batch=8)
+    quantize_int8(model, calibration, tmp_path, quantized, OnnxRecipe(op_types=None))
+    int8 = onnx.load(str(quantized))
+    readers = {i: n.op_type for n in int8.graph.node for i in n.input}
+    marked = [n for n in int8.graph.node if n.name.endswith(FLOAT_NODE_SUFFIX)]
+    assert len(marked) == 2 and all(readers.get(n.output[0]) != "QuantizeLinear" for n in marked)
+    assert "QuantizeLinear" in ops(int8)  # the scores MatMul is still int8
+    session = ort.InferenceSession(str(quantized), providers=["CPUExecutionProvider"])
+    weights = session.run(None, {"image": calibration})[0]
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)  # the -1e4 scale did not leak
