@@ -169,25 +169,29 @@ def _add_initializer(model: onnx.ModelProto, name: str, value: np.ndarray) -> st
     return name
 
 
+def _last_axis_reduce(
+    g: GraphIndex, node: onnx.NodeProto | None, op_type: str, rank: int
+) -> str | None:
+    """The input of a keepdims `op_type` reduction (ReduceMean, ReduceMin, ...) over the last
+    axis only of a rank-`rank` tensor, or None."""
+    if node is None or node.op_type != op_type:
+        return None
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    axes = attrs.get("axes")
+    if axes is None and len(node.input) > 1:  # an input since opset 13 (ReduceSum) or 18
+        value = g.constants.get(node.input[1])
+        axes = None if value is None else value.reshape(-1).tolist()
+    if attrs.get("keepdims", 1) != 1 or axes is None or [a % rank for a in axes] != [rank - 1]:
+        return None
+    return node.input[0]
+
+
 def _last_axis_mean(g: GraphIndex, node: onnx.NodeProto | None, rank: int) -> str | None:
     """The input of a keepdims mean over the last axis (ReduceMean, or GlobalAveragePool on a
     rank-3 tensor, whose only spatial axis is the last), or None."""
-    if node is None:
-        return None
-    if node.op_type == "GlobalAveragePool":
+    if node is not None and node.op_type == "GlobalAveragePool":
         return node.input[0] if rank == 3 else None
-    if node.op_type != "ReduceMean":
-        return None
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    if attrs.get("keepdims", 1) != 1:
-        return None
-    axes = attrs.get("axes")
-    if axes is None and len(node.input) > 1:  # opset 18: axes is an input
-        value = g.constants.get(node.input[1])
-        axes = None if value is None else value.reshape(-1).tolist()
-    if axes is None or [a % rank for a in axes] != [rank - 1]:
-        return None
-    return node.input[0]
+    return _last_axis_reduce(g, node, "ReduceMean", rank)
 
 
 def _layer_norm_at(g: GraphIndex, sqrt: onnx.NodeProto, shapes: Shapes) -> tuple | None:
@@ -357,22 +361,6 @@ def fuse_tensordot(model: onnx.ModelProto, shapes: Shapes) -> int:
     return count
 
 
-def _last_axis_reduce(
-    g: GraphIndex, node: onnx.NodeProto | None, op_type: str, shapes: Shapes
-) -> str | None:
-    """The input of a keepdims `op_type` reduction over the last axis only, or None."""
-    if node is None or node.op_type != op_type or node.input[0] not in shapes:
-        return None
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    axes = attrs.get("axes")
-    if axes is None and len(node.input) > 1:  # ReduceSum (opset 13) and ReduceMin (18) take input
-        value = g.constants.get(node.input[1])
-        axes = None if value is None else value.reshape(-1).tolist()
-    rank = len(shapes[node.input[0]][0])
-    last = axes is not None and [a % rank for a in axes] == [rank - 1]
-    return node.input[0] if attrs.get("keepdims", 1) == 1 and last else None
-
-
 def _identity(value: np.ndarray | None) -> bool:
     """Whether `value` is a square identity matrix (leading ones in its shape allowed)."""
     if value is None or value.ndim < 2 or value.shape[-1] != value.shape[-2]:
@@ -397,12 +385,13 @@ def _diagonal_softmax_at(g: GraphIndex, softmax: onnx.NodeProto, shapes: Shapes)
     split = [g.split_constant(m) for m in muls]
     if any(s is None for s in split):
         return None
-    by_input = {other: (m, value) for m, (other, value) in zip(muls, split, strict=True)}
+    by_input = dict(split)  # the non-constant input of each Mul -> its constant
     low = next((g.producer.get(name) for name in by_input if g.node(name, "ReduceMin")), None)
-    scores = _last_axis_reduce(g, low, "ReduceMin", shapes)
+    rank = len(shapes[low.input[0]][0]) if low is not None and low.input[0] in shapes else 0
+    scores = _last_axis_reduce(g, low, "ReduceMin", rank) if rank else None
     if scores is None or set(by_input) != {scores, low.output[0]}:
         return None
-    eye, keep = by_input[low.output[0]][1], by_input[scores][1]
+    eye, keep = by_input[low.output[0]], by_input[scores]
     if not _identity(eye) or keep.shape != eye.shape or not np.array_equal(keep, 1 - eye):
         return None
     again = g.only_reader(softmax.output[0], "Mul")
@@ -412,7 +401,7 @@ def _diagonal_softmax_at(g: GraphIndex, softmax: onnx.NodeProto, shapes: Shapes)
     readers = g.readers(again.output[0])
     total = next((r for r in readers if r is not None and r.op_type == "ReduceSum"), None)
     div = next((r for r in readers if r is not None and r.op_type == "Div"), None)
-    if len(readers) != 2 or _last_axis_reduce(g, total, "ReduceSum", shapes) != again.output[0]:
+    if len(readers) != 2 or _last_axis_reduce(g, total, "ReduceSum", rank) != again.output[0]:
         return None
     if div is None or list(div.input) != [again.output[0], total.output[0]]:
         return None
