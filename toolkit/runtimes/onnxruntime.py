@@ -44,8 +44,9 @@ def _spec(arg) -> TensorSpec:
 
 CUDA_GRAPH_OPTION = "enable_cuda_graph"
 # Worker threads that spin between ops (ORT's default) made batch-1 calls of the seed models
-# 1.3-1.4x faster than blocking ones on an idle 2-core EPYC (fp32 and int8). On a machine busy
-# with other work a spinning thread takes the time slice its partner needs: bench on a quiet one.
+# 1.1-1.9x faster (median 1.5x) than sleeping ones on an idle 2-core EPYC, fp32 and int8.
+# On a machine busy with other work a spinning thread takes the time slice its partner needs:
+# bench on a quiet one.
 SESSION_CONFIG = {
     "session.intra_op.allow_spinning": "1",
 }
