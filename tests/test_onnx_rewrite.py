@@ -26,6 +26,7 @@ from export.onnx_rewrite import (
     observe_shapes,
     rewrite,
 )
+from export.signature import INPUT_NAME
 
 TOKENS, WIDTH, OUT = 5, 8, 6
 RNG = np.random.default_rng(0)
@@ -298,9 +299,9 @@ def test_a_mask_that_is_not_the_diagonal_is_left_alone():
 def test_static_int8_leaves_the_marked_mask_nodes_float(tmp_path):
     model = _masked_softmax_model(np.eye(TOKENS, dtype=np.float32))
     rewrite(model)
-    model.graph.input[0].name = "image"  # the calibration reader feeds `image`
+    model.graph.input[0].name = INPUT_NAME  # what the calibration reader feeds
     for node in model.graph.node:
-        node.input[:] = ["image" if i == "x" else i for i in node.input]
+        node.input[:] = [INPUT_NAME if i == "x" else i for i in node.input]
     quantized = tmp_path / "int8.onnx"
     calibration = _x(batch=8)
     quantize_int8(model, calibration, tmp_path, quantized, OnnxRecipe(op_types=None))
@@ -310,5 +311,5 @@ def test_static_int8_leaves_the_marked_mask_nodes_float(tmp_path):
     assert len(marked) == 2 and all(readers.get(n.output[0]) != "QuantizeLinear" for n in marked)
     assert "QuantizeLinear" in ops(int8)  # the scores MatMul is still int8
     session = ort.InferenceSession(str(quantized), providers=["CPUExecutionProvider"])
-    weights = session.run(None, {"image": calibration})[0]
+    weights = session.run(None, {INPUT_NAME: calibration})[0]
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)  # no int8 scale saw the fill
