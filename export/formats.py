@@ -107,7 +107,7 @@ FORMATS: dict[str, Format] = {
             options=(),
             rule="fp32",
             roofline="fp32",
-            description="float32, dynamic batch",
+            description="float32, batch 1",
         ),
         Format(
             name="tflite-fp16",
@@ -120,7 +120,7 @@ FORMATS: dict[str, Format] = {
             options=(),
             rule="fp16",
             roofline="fp32",  # fp16 weights are widened to fp32 at load on CPU
-            description="float16 weights, float32 in/out",
+            description="float16 weights, float32 in/out, batch 1",
         ),
         Format(
             name="tflite-dynamic",

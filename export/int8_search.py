@@ -37,7 +37,8 @@ THREADS = os.cpu_count() or 1  # as `toolkit bench` by default
 LATENCY_TIE = 0.05  # p50s this close count as equal when choosing among candidates
 
 _B1 = dict(optimize=True, int8=True, int8_io=True, batch=1)
-_ATTENTION_OPS = ("BATCH_MATMUL", "SOFTMAX", "DIV")  # activation x activation matmuls, LSA mask
+# activation x activation matmuls and softmax; LSA's mask is float by `additive_mask`
+_ATTENTION_OPS = ("BATCH_MATMUL", "SOFTMAX")
 
 # candidates of `tflite-int8 --max-accuracy-drop`, cheapest to build first
 TFLITE_RECIPES: dict[str, Recipe] = {
@@ -48,7 +49,10 @@ TFLITE_RECIPES: dict[str, Recipe] = {
         **_B1, float_layers=("LayerNormalization",), float_ops=("GELU",)
     ),
     "int8-b1-float-norm-gelu-attention": Recipe(
-        **_B1, float_layers=("LayerNormalization",), float_ops=("GELU", *_ATTENTION_OPS)
+        **_B1,
+        float_layers=("LayerNormalization",),
+        float_ops=("GELU", *_ATTENTION_OPS),
+        additive_mask=True,
     ),
 }
 

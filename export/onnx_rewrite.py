@@ -29,9 +29,8 @@ import onnx
 from onnx import helper, numpy_helper
 
 from export.errors import ExportError
+from toolkit.ops.attention import DIAGONAL_FILL  # exp(lowest - row max) is exactly 0
 
-# the additive diagonal mask: exp(lowest - row max) is exactly 0 for any scores below 1e31
-DIAGONAL_FILL = float(np.finfo(np.float32).min)
 FLOAT_NODE_SUFFIX = "/keep_float"  # nodes a static int8 recipe must leave float (export.onnx_int8)
 OBSERVED_BATCHES = (2, 3)  # two batch sizes: a dimension that differs between them is dynamic
 REWRITE_TOLERANCE = 1e-4  # relative to the largest output: float reassociation, nothing more
@@ -415,7 +414,8 @@ def additive_diagonal_mask(model: onnx.ModelProto, shapes: Shapes) -> int:
     The diagonal gets weight exactly 0 and the others those of a -inf mask: the same weights
     in 2 nodes instead of 8 (the seed ViT-LSA's ONNX file 1.18x faster at batch 1). Such a fill
     would stretch an int8 scale, so both nodes are named to stay float in static int8
-    (FLOAT_NODE_SUFFIX); the TFLite files keep the 8-op spelling, which int8 needs.
+    (FLOAT_NODE_SUFFIX). The TFLite files get the same spelling from Keras
+    (AdditiveMaskLocalitySelfAttention) where their recipe keeps the mask float.
     """
     g = GraphIndex(model)
     softmaxes = [n for n in model.graph.node if n.op_type == "Softmax"]

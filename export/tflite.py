@@ -18,7 +18,8 @@ from export.oplist import builtin_code
 from export.signature import INPUT_NAME, SIGNATURE_KEY, serving_call
 from export.source import ExportSource
 from toolkit.native_logs import captured_native_stderr
-from toolkit.ops import CenteredLayerNorm
+from toolkit.ops import AdditiveMaskLocalitySelfAttention, CenteredLayerNorm, LocalitySelfAttention
+from toolkit.ops.attention import DIAGONAL_MASK_SCOPE
 
 
 @dataclass(frozen=True)
@@ -35,51 +36,78 @@ class Recipe:
     # the model's last layer stays float, so float32 logits keep their resolution: int8 logits
     # tie (equal top values) on a few percent of the images of a low-confidence model
     float_logits: bool = False
+    # LSA's diagonal mask as Add(lowest float32) + Softmax (AdditiveMaskLocalitySelfAttention),
+    # 6 fewer ops per layer; int8 recipes then keep the mask's ops float, fill and all
+    additive_mask: bool = False
 
     @property
     def selective(self) -> bool:
         """Whether some ops stay float inside an int8 model."""
-        return bool(self.float_layers or self.float_ops or self.float_logits)
+        return bool(self.float_layers or self.float_ops or self.float_logits or self.additive_mask)
 
 
-FP32 = Recipe()
-FP16 = Recipe(optimize=True, float16=True)
-# int8 weights, float activations; batch 1 folds the shape arithmetic, so XNNPACK takes the
-# whole graph (with a dynamic batch, ~300 shape ops run outside it, between ~65 partitions)
-DYNAMIC_B1 = Recipe(optimize=True, batch=1)
+# batch 1 folds the shape arithmetic, so XNNPACK takes the whole graph (with a dynamic batch,
+# ~200-300 shape ops run outside it, between ~65 partitions: 1.07-1.14x slower in fp32)
+FP32 = Recipe(batch=1, additive_mask=True)
+FP16 = Recipe(optimize=True, float16=True, batch=1, additive_mask=True)
+DYNAMIC_B1 = Recipe(optimize=True, batch=1, additive_mask=True)  # int8 weights, float activations
 INT8 = Recipe(optimize=True, int8=True, int8_io=True)  # the converter's full int8 defaults
 
 
-def _centered(layer: keras.layers.Layer) -> keras.layers.Layer:
-    """A last-axis LayerNormalization as CenteredLayerNorm with its weights; others as they are."""
-    if type(layer) is not keras.layers.LayerNormalization or layer.rms_scaling:
-        return layer
-    centered = CenteredLayerNorm.from_config(layer.get_config())
+def _respelled(layer: keras.layers.Layer, cls: type[keras.layers.Layer]) -> keras.layers.Layer:
+    """`layer` as an instance of `cls` (the same function, other ops) with its weights, or
+    `layer` itself when `cls` refuses its config."""
+    spelled = cls.from_config(layer.get_config())
     try:
-        centered.build(layer.input.shape)
-    except ValueError:  # not the last axis: Keras' own spelling stays
+        spelled.build(layer.input.shape)
+    except ValueError:  # e.g. a LayerNormalization not over the last axis
         return layer
-    centered.set_weights(layer.get_weights())
-    return centered
+    spelled.set_weights(layer.get_weights())
+    return spelled
 
 
-def centered_norms(model: keras.Model) -> keras.Model:
-    """`model` with its (top-level) LayerNormalization layers spelled as CenteredLayerNorm: the
-    same function, whose gamma and beta the converter folds into the next Dense (4 fewer ops per
-    norm). Every other layer is shared with `model`, names included."""
-    return keras.models.clone_model(model, clone_function=_centered)
+def _centered(layer: keras.layers.Layer) -> keras.layers.Layer | None:
+    """A last-axis LayerNormalization as CenteredLayerNorm, whose gamma and beta the converter
+    folds into the next Dense (4 fewer ops per norm); None for other layers."""
+    if type(layer) is not keras.layers.LayerNormalization or layer.rms_scaling:
+        return None
+    return _respelled(layer, CenteredLayerNorm)
 
 
-def saved_model(src: ExportSource, batch: int | None = None) -> Path:
-    """The run's model (norms centered) as a SavedModel with signature
+def _additive_mask(layer: keras.layers.Layer) -> keras.layers.Layer | None:
+    """LSA as AdditiveMaskLocalitySelfAttention (6 fewer ops per layer); None for others."""
+    if type(layer) is not LocalitySelfAttention:
+        return None
+    return _respelled(layer, AdditiveMaskLocalitySelfAttention)
+
+
+def tflite_spelling(model: keras.Model, additive_mask: bool = False) -> keras.Model:
+    """`model` with its (top-level) layers spelled for the converter: LayerNormalization as
+    CenteredLayerNorm, and with `additive_mask` LSA's mask as one Add. Every other layer is
+    shared with `model`, names included."""
+    spellings = (_centered, _additive_mask) if additive_mask else (_centered,)
+
+    def clone(layer: keras.layers.Layer) -> keras.layers.Layer:
+        return next((s for s in (f(layer) for f in spellings) if s is not None), layer)
+
+    return keras.models.clone_model(model, clone_function=clone)
+
+
+def saved_model(src: ExportSource, batch: int | None = None, additive_mask: bool = False) -> Path:
+    """The run's model, spelled by `tflite_spelling`, as a SavedModel with signature
     serving_default(image) -> {logits}.
 
     batch=None keeps the batch dimension dynamic; an int fixes it in the signature.
     """
+    key = ("saved_model" if batch is None else f"saved_model_b{batch}") + (
+        "_additive_mask" if additive_mask else ""
+    )
 
     def write() -> Path:
-        folder = Path(src.scratch) / ("saved_model" if batch is None else f"saved_model_b{batch}")
-        model = src.memo("centered_norms", lambda: centered_norms(src.model))
+        folder = Path(src.scratch) / key
+        model = src.memo(
+            f"tflite_spelling_{additive_mask}", lambda: tflite_spelling(src.model, additive_mask)
+        )
         archive = keras.export.ExportArchive()
         archive.track(model)
         spec = tf.TensorSpec([batch, *src.input_shape], tf.float32, name=INPUT_NAME)
@@ -88,7 +116,7 @@ def saved_model(src: ExportSource, batch: int | None = None) -> Path:
             archive.write_out(str(folder), verbose=False)
         return folder
 
-    return src.memo("saved_model" if batch is None else f"saved_model_b{batch}", write)
+    return src.memo(key, write)
 
 
 def representative_dataset(images: np.ndarray) -> Callable[[], Iterator[dict[str, np.ndarray]]]:
@@ -103,7 +131,7 @@ def representative_dataset(images: np.ndarray) -> Callable[[], Iterator[dict[str
 
 def _converter(src: ExportSource, recipe: Recipe) -> tf.lite.TFLiteConverter:
     converter = tf.lite.TFLiteConverter.from_saved_model(
-        str(saved_model(src, recipe.batch)), signature_keys=[SIGNATURE_KEY]
+        str(saved_model(src, recipe.batch, recipe.additive_mask)), signature_keys=[SIGNATURE_KEY]
     )
     builtins = (
         tf.lite.OpsSet.TFLITE_BUILTINS_INT8 if recipe.int8 else tf.lite.OpsSet.TFLITE_BUILTINS
@@ -128,15 +156,17 @@ def _convert(converter: tf.lite.TFLiteConverter) -> bytes:
         return converter.convert()
 
 
-def calibrated_model(src: ExportSource, batch: int | None) -> bytes:
-    """The float model with calibration statistics (min/max per tensor), built once per batch."""
+def calibrated_model(src: ExportSource, batch: int | None, additive_mask: bool = False) -> bytes:
+    """The float model with calibration statistics (min/max per tensor), built once per batch
+    and spelling."""
 
     def build() -> bytes:
-        converter = _converter(src, Recipe(optimize=True, int8=True, batch=batch))
+        recipe = Recipe(optimize=True, int8=True, batch=batch, additive_mask=additive_mask)
+        converter = _converter(src, recipe)
         converter._experimental_calibrate_only = True  # calibrate once, quantize many
         return _convert(converter)
 
-    return src.memo(f"calibrated_b{batch}", build)
+    return src.memo(f"calibrated_b{batch}_{additive_mask}", build)
 
 
 # ops with weights: the converter folds a constant scale and shift into the next of these (a
@@ -151,8 +181,8 @@ _WEIGHT_OPS = frozenset(
 
 
 def layer_nodes(flatbuffer: bytes, layer_names: set[str]) -> list[str]:
-    """Output tensor names of the weight-free ops inside Keras layers named `layer_names` (a
-    `/` segment of the tensor name)."""
+    """Output tensor names of the weight-free ops inside Keras layers or name scopes named
+    `layer_names` (a `/` segment of the tensor name)."""
     if not layer_names:
         return []
     pattern = re.compile("|".join(rf"{re.escape(n)}(_\d+)?" for n in sorted(layer_names)))
@@ -190,8 +220,11 @@ def _layer_names(model: keras.Model, classes: tuple[str, ...]) -> set[str]:
 
 def _selective_int8(src: ExportSource, recipe: Recipe) -> bytes:
     """Full int8 from the shared calibration, with the recipe's layers and ops left float."""
-    calibrated = calibrated_model(src, recipe.batch)
-    nodes = layer_nodes(calibrated, _layer_names(src.model, recipe.float_layers))
+    calibrated = calibrated_model(src, recipe.batch, recipe.additive_mask)
+    float_scopes = _layer_names(src.model, recipe.float_layers)
+    if recipe.additive_mask:  # a float32-lowest fill has no int8 scale
+        float_scopes.add(DIAGONAL_MASK_SCOPE)
+    nodes = layer_nodes(calibrated, float_scopes)
     nodes += output_nodes(calibrated) if recipe.float_logits else []
     io_type = tf.int8 if recipe.int8_io else tf.float32
     with captured_native_stderr():

@@ -27,11 +27,11 @@ from export.int8_search import recipe_settings
 from export.manifest import MANIFEST_FILE, sha256
 from export.oplist import Op, forbidden_ops, onnx_ops, op_names, tflite_op_sequence, tflite_ops
 from export.pipeline import EXPORT_DIR
-from export.tflite import centered_norms
+from export.tflite import tflite_spelling
 from export.xnnpack import delegation
 from toolkit.data import load_data
 from toolkit.errors import UsageError
-from toolkit.ops import CenteredLayerNorm
+from toolkit.ops import AdditiveMaskLocalitySelfAttention, CenteredLayerNorm
 from toolkit.runfolder import open_run
 from toolkit.training.train import TrainOptions, train
 from toolkit.versions import versions
@@ -303,15 +303,19 @@ def test_onnx_graph_has_fused_norms_and_no_shape_arithmetic(exported, tmp_path):
     assert gelus == ops["Erf"] > 0 and "Erf" not in optimized, optimized
 
 
-def test_centered_norms_keep_the_function_and_share_the_other_layers(exported):
+@pytest.mark.parametrize("additive_mask", [False, True])
+def test_tflite_spelling_keeps_the_function_and_shares_the_other_layers(exported, additive_mask):
     model = exported["model"]
-    centered = centered_norms(model)
+    spelled = tflite_spelling(model, additive_mask)
     x = exported["test_images"][:4]
-    np.testing.assert_allclose(centered(x), model(x), atol=1e-5)
-    top_norms = [la for la in model.layers if type(la).__name__ == "LayerNormalization"]
-    swapped = [la for la in centered.layers if isinstance(la, CenteredLayerNorm)]
-    assert [la.name for la in swapped] == [la.name for la in top_norms] and swapped
-    kept = [la for la in centered.layers[1:] if not isinstance(la, CenteredLayerNorm)]
+    np.testing.assert_allclose(spelled(x), model(x), atol=1e-5)
+    swaps = {"LayerNormalization": CenteredLayerNorm}
+    if additive_mask:
+        swaps["LocalitySelfAttention"] = AdditiveMaskLocalitySelfAttention
+    for old_class, new_class in swaps.items():
+        top = [la.name for la in model.layers if type(la).__name__ == old_class]
+        assert [la.name for la in spelled.layers if type(la) is new_class] == top
+    kept = [la for la in spelled.layers[1:] if type(la) not in swaps.values()]
     assert all(any(la is old for old in model.layers) for la in kept)
 
 
@@ -325,6 +329,26 @@ def test_tflite_norms_use_the_centered_spelling(exported, fmt):
     norms = _keras_layers(model, "LayerNormalization")
     top = sum(type(layer).__name__ == "LayerNormalization" for layer in model.layers)
     assert ops["RSQRT"] == norms and ops["NEG"] == norms - top, ops
+
+
+ADDITIVE_MASK = [n for n, f in FORMATS.items() if getattr(f.settings, "additive_mask", False)]
+
+
+@pytest.mark.parametrize("fmt", ADDITIVE_MASK)
+def test_tflite_lsa_mask_is_one_float_add_before_softmax(exported, fmt):
+    """Each LSA's diagonal mask: Add(scores, fill) -> Softmax, both float even in int8 files,
+    and none of the renormalised spelling's REDUCE_MIN, SUM, DIV."""
+    interpreter = Interpreter(model_path=str(exported["out"] / FORMATS[fmt].filename))
+    dtypes = {t["index"]: t["dtype"] for t in interpreter.get_tensor_details()}
+    ops = interpreter._get_ops_details()
+    producer = {out: op for op in ops for out in op["outputs"]}
+    softmaxes = [op for op in ops if op["op_name"] == "SOFTMAX"]
+    assert len(softmaxes) == _keras_layers(exported["model"], "LocalitySelfAttention")
+    assert not {"REDUCE_MIN", "SUM", "DIV"} & {op["op_name"] for op in ops}
+    for softmax in softmaxes:
+        add = producer[softmax["inputs"][0]]
+        assert add["op_name"] == "ADD"
+        assert {dtypes[i] for i in (*add["inputs"], *softmax["outputs"])} == {np.float32}
 
 
 @pytest.mark.parametrize("fmt", ["tflite-int8", "tflite-int8-float-io", "tflite-dynamic"])

@@ -93,6 +93,8 @@ def test_every_tflite_recipe_builds_a_runnable_builtin_artifact(name, vit_run, t
     # RSQRT only appears inside LayerNormalization: float exactly when the recipe keeps it so
     expected = "float32" if "LayerNormalization" in recipe.float_layers else "int8"
     assert ops["RSQRT"] == {expected}
+    # LSA's mask: one float Add (the additive spelling) or the int8-safe renormalised one
+    assert ("REDUCE_MIN" in ops) is not recipe.additive_mask
 
 
 def test_float_norm_gelu_attention_runs_whole_in_xnnpack_where_plain_int8_does_not(

@@ -14,6 +14,7 @@ from layer_checks import check_layer
 
 from toolkit.ops import (
     MLP,
+    AdditiveMaskLocalitySelfAttention,
     CenteredLayerNorm,
     Dropout,
     DropPath,
@@ -40,6 +41,7 @@ LAYER_CASES = [
     (lambda: ShiftedPatchTokenization(4, 32, vanilla=True), (2, 8, 12, 3), (2, 6, 32)),
     (lambda: SelfAttention(4, 16, dropout=0.1), (2, 10, 32), (2, 10, 32)),
     (lambda: LocalitySelfAttention(4, 64, dropout=0.1), (2, 16, 64), (2, 16, 64)),
+    (lambda: AdditiveMaskLocalitySelfAttention(2, 8), (2, 9, 16), (2, 9, 16)),
     (lambda: PatchConv2D(8, 4), (2, 12, 12, 3), (2, 3, 3, 8)),
     (lambda: PatchConv2D(6, 2, padding="valid", use_bias=False), (2, 7, 5, 4), (2, 3, 2, 6)),
     (lambda: DropPath(0.1, seed=3), (2, 8, 8, 4), (2, 8, 8, 4)),
@@ -329,10 +331,13 @@ ATTENTION_CASES = [
 ]
 
 
+LSA_CLASSES = [LocalitySelfAttention, AdditiveMaskLocalitySelfAttention]
+
+
 @pytest.mark.parametrize(("shape", "num_heads", "key_dim"), ATTENTION_CASES)
-@pytest.mark.parametrize("cls", [SelfAttention, LocalitySelfAttention])
+@pytest.mark.parametrize("cls", [SelfAttention, *LSA_CLASSES])
 def test_attention_matches_reference(cls, shape, num_heads, key_dim):
-    locality = cls is LocalitySelfAttention
+    locality = cls.locality
     layer = _random_attention(cls, shape, num_heads, key_dim, dropout=0.3)
     if locality:
         layer.tau.assign(math.sqrt(key_dim) * 0.7)  # a trained temperature, not the init
@@ -368,11 +373,14 @@ def test_lsa_training_gradients_equal_inference_formulation():
         np.testing.assert_allclose(training, inference, atol=1e-4, rtol=1e-4)
 
 
-def test_lsa_scores_mask_diagonal_and_normalise():
-    layer = _random_attention(LocalitySelfAttention, (2, 144, 64), 4, 64)
-    x = rng(4).standard_normal((2, 144, 64)).astype("float32") * 3
+@pytest.mark.parametrize("scale", [3.0, 3e4])  # 3e4: scores far beyond a -1e4 fill
+@pytest.mark.parametrize("cls", LSA_CLASSES)
+def test_lsa_scores_mask_diagonal_and_normalise(cls, scale):
+    layer = _random_attention(cls, (2, 144, 64), 4, 64)
+    x = rng(4).standard_normal((2, 144, 64)).astype("float32") * scale
     _, scores = layer(x, return_attention_scores=True)
     scores = to_np(scores).astype("float64")
+    assert np.isfinite(scores).all()
     assert np.abs(np.diagonal(scores, axis1=-2, axis2=-1)).max() < 1e-12
     np.testing.assert_allclose(scores.sum(-1), 1.0, atol=1e-6)
 
@@ -395,8 +403,9 @@ def test_attention_dropout_only_in_training():
     assert not np.allclose(to_np(layer(x, training=True)), to_np(layer(x)))
 
 
-def test_lsa_mixed_float16():
-    layer = LocalitySelfAttention(4, 16, dtype="mixed_float16")
+@pytest.mark.parametrize("cls", LSA_CLASSES)
+def test_lsa_mixed_float16(cls):
+    layer = cls(4, 16, dtype="mixed_float16")
     x = rng(6).standard_normal((2, 16, 32)).astype("float32")
     out, scores = layer(x, return_attention_scores=True)
     dtype = keras.backend.standardize_dtype

@@ -1,8 +1,10 @@
 """Custom Keras 3 ops; importing this package registers them for safe_mode loading."""
 
 from toolkit.ops.attention import (
+    AdditiveMaskLocalitySelfAttention,
     LocalitySelfAttention,
     SelfAttention,
+    additive_diagonal_softmax,
     mask_diagonal_softmax,
     reference_self_attention,
 )
@@ -22,6 +24,7 @@ from toolkit.ops.patches import (
 from toolkit.ops.shift import PartialShift, reference_partial_shift
 
 __all__ = [
+    "AdditiveMaskLocalitySelfAttention",
     "CenteredLayerNorm",
     "MLP",
     "DropPath",
@@ -31,6 +34,7 @@ __all__ = [
     "PatchConv2D",
     "SelfAttention",
     "ShiftedPatchTokenization",
+    "additive_diagonal_softmax",
     "gelu",
     "mask_diagonal_softmax",
     "patches",
