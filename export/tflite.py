@@ -66,29 +66,18 @@ def _respelled(layer: keras.layers.Layer, cls: type[keras.layers.Layer]) -> kera
     return spelled
 
 
-def _centered(layer: keras.layers.Layer) -> keras.layers.Layer | None:
-    """A last-axis LayerNormalization as CenteredLayerNorm, whose gamma and beta the converter
-    folds into the next Dense (4 fewer ops per norm); None for other layers."""
-    if type(layer) is not keras.layers.LayerNormalization or layer.rms_scaling:
-        return None
-    return _respelled(layer, CenteredLayerNorm)
-
-
-def _additive_mask(layer: keras.layers.Layer) -> keras.layers.Layer | None:
-    """LSA as AdditiveMaskLocalitySelfAttention (6 fewer ops per layer); None for others."""
-    if type(layer) is not LocalitySelfAttention:
-        return None
-    return _respelled(layer, AdditiveMaskLocalitySelfAttention)
-
-
 def tflite_spelling(model: keras.Model, additive_mask: bool = False) -> keras.Model:
-    """`model` with its (top-level) layers spelled for the converter: LayerNormalization as
-    CenteredLayerNorm, and with `additive_mask` LSA's mask as one Add. Every other layer is
-    shared with `model`, names included."""
-    spellings = (_centered, _additive_mask) if additive_mask else (_centered,)
+    """`model` with its (top-level) layers spelled for the converter, the same function in
+    fewer ops: a last-axis LayerNormalization as CenteredLayerNorm (the converter folds gamma and
+    beta into the next Dense), and with `additive_mask` LSA as AdditiveMaskLocalitySelfAttention.
+    Every other layer is shared with `model`, names included."""
 
     def clone(layer: keras.layers.Layer) -> keras.layers.Layer:
-        return next((s for s in (f(layer) for f in spellings) if s is not None), layer)
+        if type(layer) is keras.layers.LayerNormalization and not layer.rms_scaling:
+            return _respelled(layer, CenteredLayerNorm)
+        if additive_mask and type(layer) is LocalitySelfAttention:
+            return _respelled(layer, AdditiveMaskLocalitySelfAttention)
+        return layer
 
     return keras.models.clone_model(model, clone_function=clone)
 
