@@ -84,7 +84,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     batches = parse_batches(args.batch)
     runtimes = _choose(args.runtime, list(RUNTIMES), "runtime")
     run = open_run(args.run)
-    run.load_model()  # another program's model.keras is refused before any timing
+    model = run.load_model()  # another program's model.keras is refused before any timing
     for name in (*OUTPUTS, ACCURACY_CACHE):  # the results must not be lost after the work
         atomic.check_writable(run.path / name, hint="copy the run folder to a writable place")
     exported = run.manifest()["artifacts"]
@@ -107,6 +107,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         protocol=protocol,
         threads=threads,
         macs_per_image=macs,
+        parameters=model.count_params(),
         data_spec=args.data,
         command=_command(args, runtimes, formats, batches, protocol, threads),
         test_split=split,

@@ -48,6 +48,21 @@ def cpu_text(machine: dict) -> str:
     return f"{machine['cpu']} ({', '.join(flags) if flags else 'no AVX2'})"
 
 
+def last_level_cache_bytes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:
+    """Size of CPU 0's highest-level cache (the L3 on x86) from sysfs; None where unknown."""
+    best: tuple[int, int] | None = None
+    for index in root.glob("index*"):
+        try:
+            level = int((index / "level").read_text())
+            text = (index / "size").read_text().strip().upper()  # "32768K"
+            size = int(text.rstrip("KMG")) * {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1], 1)
+        except (OSError, ValueError, IndexError):
+            continue
+        if best is None or (level, size) > best:
+            best = (level, size)
+    return None if best is None else best[1]
+
+
 def gpu_name() -> str | None:
     """The first NVIDIA GPU's name from nvidia-smi, or None."""
     try:
@@ -73,6 +88,7 @@ def describe() -> dict:
         "cpu": cpu_model(),
         "cpu_flags": cpu_flags(),
         "cores": os.cpu_count(),
+        "last_level_cache_bytes": last_level_cache_bytes(),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "gpu": gpu_name(),
         "os": platform.platform(),

@@ -41,7 +41,8 @@ COLUMNS: dict[str, Callable[[dict], str]] = {
     "size MB": _num("size_bytes", ".2f", 1 / MB),
     "top-1": _num("top1", ".2%"),
     "GMAC/s": _num("gmacs", ".1f"),
-    "roofline": _num("roofline_fraction", ".0%"),
+    "of peak": _num("roofline_fraction", ".0%"),
+    "of roofline": _num("attainable_fraction", ".0%"),
     "x Keras": _num("speedup_vs_keras", ".2f"),
 }
 RIGHT = {h for h in COLUMNS if h not in ("format", "runtime", "status")}
@@ -79,20 +80,35 @@ def terminal_table(result: dict) -> str:
 
 
 def roofline_lines(result: dict) -> list[str]:
-    """Each runtime's measured matmul peak, and the fastest fp32/int8 artifacts against it."""
+    """Each runtime's measured matmul peak and memory bandwidth, and the fastest fp32/int8
+    artifacts against their peak and against the roofline (the lower of peak and memory)."""
     roof = result["roofline"]
     n = roof["peaks"][0]["shape"][0]
     lines = [f"roofline: peak = fastest call of a {n}x{n}x{n} matmul, per runtime and precision"]
     for p in roof["peaks"]:
         figure = f"{p['peak_gmacs']:.1f} GMAC/s" if p["status"] == "ok" else p["reason"]
         lines.append(f"  {p['runtime']} {p['precision']}: {figure}")
+    for m in roof.get("memory", []):
+        shape = "x".join(map(str, m["shape"]))
+        figure = f"{m['gbs']:.1f} GB/s" if m["status"] == "ok" else m["reason"]
+        lines.append(
+            f"  {m['runtime']} memory: {figure} (fastest call of a {shape} fp32 matmul, "
+            f"{m['weight_bytes'] / MB:.3g} MiB of weights; last-level cache "
+            f"{roof['cache_bytes'] / MB:.3g} MiB)"
+        )
     for f in roof["fastest"]:
         frac = "-" if f["roofline_fraction"] is None else f"{f['roofline_fraction']:.0%}"
         gmacs = "-" if f["gmacs"] is None else f"{f['gmacs']:.1f}"
-        lines.append(
+        line = (
             f"  fastest {f['precision']} at batch {f['batch']}: {f['format']} on {f['runtime']}, "
             f"{f['p50_ms']:.3f} ms, {gmacs} GMAC/s = {frac} of peak"
         )
+        if f.get("attainable_fraction") is not None:
+            line += (
+                f", {f['attainable_fraction']:.0%} of the {f['attainable_gmacs']:.1f} GMAC/s "
+                f"its {f['weight_bytes'] / MB:.1f} MiB of weights allow ({f['bound']}-bound)"
+            )
+        lines.append(line)
     return lines
 
 

@@ -1,15 +1,23 @@
-"""The roofline: each runtime's measured peak GMAC/s on one large matrix multiply, fp32 and int8.
+"""The roofline: each runtime's measured peak GMAC/s on one large matrix multiply, fp32 and int8,
+and on the CPU runtimes the bandwidth at which a batch-1 call reads weights from memory.
 
 ONNX Runtime gets a one-node model built with onnx.helper (MatMul in fp32, MatMulInteger
 u8 x s8 in int8); LiteRT a FullyConnected layer converted by TensorFlow (float32, and full
 int8 with a representative dataset). The files are built once into a cache folder. A row's
 achieved GMAC/s over the peak of its runtime and precision is its roofline fraction.
+
+The memory roof: a model whose weights outgrow the last-level cache reads them all from
+memory on every call, so it cannot beat bandwidth x MACs per weight byte. The bandwidth is
+the fastest call of a 1 x K x N fp32 matmul whose weights are 4x the cache; a row's
+attainable GMAC/s is the lower of that bound and its peak (Williams et al., 2009).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
+import math
 import os
 import warnings
 from collections.abc import Callable
@@ -20,6 +28,11 @@ import numpy as np
 
 M = K = N = 1024  # rows, depth, columns: 1.07 GMAC per call, far from cache-bound
 MACS = M * K * N
+STREAM_K = 4096  # depth of the memory-roof matmul; its columns scale with the cache
+STREAM_MIN_BYTES = 128 * 2**20
+# bytes a weight takes in memory at each peak's precision (fp16 files are widened at load)
+WEIGHT_BYTES = {"fp32": 4, "int8": 1}
+HOST_RUNTIMES = ("ort-cpu", "litert")  # whose weights compete for the host CPU's cache
 KERAS_FORMAT = "keras"  # the run's model.keras, benched beside the exported formats
 
 
@@ -33,30 +46,39 @@ def precision_of(fmt: str) -> str | None:
     return FORMATS[fmt].roofline if fmt in FORMATS else None
 
 
+Shape = tuple[int, int, int]  # rows (the batch), depth, columns
+
+
 @dataclass(frozen=True)
 class Kernel:
-    """A matmul model of one runtime and precision, and how to build its file."""
+    """A matmul model of one runtime and precision, its shape, and how to build its file."""
 
     runtime: str
     precision: str
     filename: str
-    build: Callable[[Path], None]
+    build: Callable[[Path, Shape], None]
+    shape: Shape = (M, K, N)
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.shape[1] * self.shape[2] * WEIGHT_BYTES[self.precision]
 
 
-def _onnx_model(integer: bool):
+def _onnx_model(integer: bool, shape: Shape):
     from onnx import TensorProto, helper, numpy_helper
 
+    m, k, n = shape
     rng = np.random.default_rng(0)
     if integer:
-        a = helper.make_tensor_value_info("a", TensorProto.UINT8, [M, K])
-        y = helper.make_tensor_value_info("y", TensorProto.INT32, [M, N])
+        a = helper.make_tensor_value_info("a", TensorProto.UINT8, [m, k])
+        y = helper.make_tensor_value_info("y", TensorProto.INT32, [m, n])
         # 7-bit weights, like ORT's reduce_range: AVX2 u8 x s8 sums pairs in int16 (saturating)
-        w = numpy_helper.from_array(rng.integers(-63, 64, (K, N)).astype(np.int8), "w")
+        w = numpy_helper.from_array(rng.integers(-63, 64, (k, n)).astype(np.int8), "w")
         node = helper.make_node("MatMulInteger", ["a", "w"], ["y"])
     else:
-        a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [M, K])
-        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [M, N])
-        w = numpy_helper.from_array(rng.standard_normal((K, N)).astype(np.float32), "w")
+        a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [m, k])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])
+        w = numpy_helper.from_array(rng.standard_normal((k, n)).astype(np.float32), "w")
         node = helper.make_node("MatMul", ["a", "w"], ["y"])
     graph = helper.make_graph([node], "matmul", [a], [y], initializer=[w])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -64,27 +86,28 @@ def _onnx_model(integer: bool):
     return model
 
 
-def build_onnx(integer: bool) -> Callable[[Path], None]:
+def build_onnx(integer: bool) -> Callable[[Path, Shape], None]:
     """Writer of the one-node ONNX matmul, fp32 or u8 x s8."""
 
-    def build(path: Path) -> None:
-        path.write_bytes(_onnx_model(integer).SerializeToString())
+    def build(path: Path, shape: Shape) -> None:
+        path.write_bytes(_onnx_model(integer, shape).SerializeToString())
 
     return build
 
 
-def build_tflite(integer: bool) -> Callable[[Path], None]:
+def build_tflite(integer: bool) -> Callable[[Path, Shape], None]:
     """Writer of a LiteRT FullyConnected (keras Dense, no bias), fp32 or full int8."""
 
-    def build(path: Path) -> None:
+    def build(path: Path, shape: Shape) -> None:
         import keras
         import tensorflow as tf
 
         from toolkit.native_logs import captured_native_stderr
 
+        m, k, n = shape
         keras.utils.set_random_seed(0)
         model = keras.Sequential(
-            [keras.Input((K,), batch_size=M), keras.layers.Dense(N, use_bias=False)]
+            [keras.Input((k,), batch_size=m), keras.layers.Dense(n, use_bias=False)]
         )
         converter = tf.lite.TFLiteConverter.from_keras_model(model)
         if integer:
@@ -92,7 +115,7 @@ def build_tflite(integer: bool) -> Callable[[Path], None]:
 
             def representative():
                 for _ in range(4):
-                    yield [rng.uniform(0, 255, (M, K)).astype(np.float32)]
+                    yield [rng.uniform(0, 255, (m, k)).astype(np.float32)]
 
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
             converter.representative_dataset = representative
@@ -123,6 +146,12 @@ KERNELS: dict[tuple[str, str], Kernel] = {
 }
 
 
+def stream_kernel(runtime: str, cache_bytes: int) -> Kernel:
+    """The runtime's fp32 batch-1 matmul whose weights are 4x `cache_bytes` (>= 128 MiB)."""
+    columns = max(4 * cache_bytes, STREAM_MIN_BYTES) / (STREAM_K * WEIGHT_BYTES["fp32"])
+    return dataclasses.replace(KERNELS[runtime, "fp32"], shape=(1, STREAM_K, math.ceil(columns)))
+
+
 def cache_dir() -> Path:
     """Where the matmul models are kept: $XDG_CACHE_HOME/toolkit/roofline (~/.cache default)."""
     root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
@@ -133,16 +162,50 @@ def kernel_file(kernel: Kernel, folder: Path) -> Path:
     """The kernel's model file in `folder`, built (atomically) the first time."""
     from toolkit import atomic
 
-    path = folder / f"{M}x{K}x{N}_v2_{kernel.filename}"
+    m, k, n = kernel.shape
+    path = folder / f"{m}x{k}x{n}_v2_{kernel.filename}"
     if not path.is_file():
         folder.mkdir(parents=True, exist_ok=True)
-        atomic.write_with(path, kernel.build)
+        atomic.write_with(path, lambda tmp: kernel.build(tmp, kernel.shape))
     return path
 
 
 def peak_gmacs(ms: float) -> float:
     """GMAC/s of one matmul call that took `ms` milliseconds."""
     return MACS / (ms * 1e6)
+
+
+def bandwidth_gbs(kernel: Kernel, ms: float) -> float:
+    """GB/s at which a call of the memory-roof `kernel` that took `ms` read its weights."""
+    return kernel.weight_bytes / (ms * 1e6)
+
+
+ATTAINABLE_KEYS = ("weight_bytes", "attainable_gmacs", "bound", "attainable_fraction")
+
+
+def attainable(
+    row: dict,
+    peaks: dict[tuple[str, str], float],
+    bandwidths: dict[str, float],
+    parameters: int | None,
+    cache_bytes: int | None,
+) -> dict:
+    """The row's ATTAINABLE_KEYS: its weights' bytes in memory, `attainable_gmacs` (the peak, or
+    bandwidth x MACs per weight byte when that is lower and the weights outgrow the cache),
+    which `bound` that is, and the achieved fraction of it. Empty when the peak, the MACs or
+    the parameter count is unknown."""
+    precision = precision_of(row["format"])
+    peak = peaks.get((row["runtime"], precision))
+    if peak is None or row.get("gmacs") is None or not parameters:
+        return {}
+    weight_bytes = parameters * WEIGHT_BYTES[precision]
+    gbs = bandwidths.get(row["runtime"])
+    out = {"weight_bytes": weight_bytes, "attainable_gmacs": peak, "bound": "compute"}
+    if gbs is not None and cache_bytes is not None and weight_bytes > cache_bytes:
+        memory = gbs * row["macs_per_image"] * row["batch"] / weight_bytes
+        if memory < peak:
+            out.update(attainable_gmacs=memory, bound="memory")
+    return {**out, "attainable_fraction": row["gmacs"] / out["attainable_gmacs"]}
 
 
 def fraction(row: dict, peaks: dict[tuple[str, str], float]) -> float | None:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import roofline
-from bench.machine import describe
+from bench.machine import describe, last_level_cache_bytes
 from toolkit.progress import progress
 from toolkit.runtimes import RUNTIMES
 from toolkit.runtimes.timing import Protocol
@@ -42,6 +42,7 @@ class Plan:
     protocol: Protocol
     threads: int | None
     macs_per_image: int | None
+    parameters: int | None = None  # the model's weights: what a batch-1 call reads from memory
     data_spec: str | None = None
     command: str = ""
     # (images, labels) of --data's test split, loaded once when the plan checked its classes
@@ -124,28 +125,53 @@ def attach_vs_keras(rows: list[dict]) -> None:
             row["speedup_vs_keras"] = keras[row["batch"]] / row["p50_ms"]
 
 
+def _time_kernel(kernel: roofline.Kernel, cache: Path, threads: int | None) -> dict:
+    """One roofline kernel built (once) and timed in a worker: its entry, `min_ms` when ok."""
+    entry = {"runtime": kernel.runtime, "precision": kernel.precision, "shape": list(kernel.shape)}
+    try:
+        path = roofline.kernel_file(kernel, cache)
+    except Exception as exc:  # noqa: BLE001  (e.g. no TensorFlow to convert the tflite)
+        return {**entry, "status": "failed", "reason": str(exc).splitlines()[0]}
+    result = run_worker(path, kernel.runtime, kernel.shape[0], ROOFLINE_PROTOCOL, threads)
+    entry.update(file=path.name, status=result["status"], reason=result.get("reason"))
+    if result["status"] == "ok":  # a roof is the best the runtime did: its fastest call
+        entry.update(min_ms=result["min_ms"], p50_ms=result["p50_ms"], spread=result["spread"])
+    return entry
+
+
 def measure_roofline(plan: Plan, rows: list[dict], cache: Path) -> dict:
-    """Peak GMAC/s per (runtime, precision) that ran a row, and each ok row's fraction of it."""
-    peaks, entries = {}, []
+    """Peak GMAC/s per (runtime, precision) that ran a row, the memory bandwidth of each CPU
+    runtime that did, and each ok row's fraction of its peak and of its attainable GMAC/s."""
     used = {r["runtime"] for r in rows if r["status"] == "ok"}
-    for (runtime, precision), kernel in roofline.KERNELS.items():
-        if runtime not in used:
-            continue
-        entry = {"runtime": runtime, "precision": precision, "shape": [roofline.M, roofline.K]}
-        try:
-            path = roofline.kernel_file(kernel, cache)
-        except Exception as exc:  # noqa: BLE001  (e.g. no TensorFlow to convert the tflite)
-            entries.append({**entry, "status": "failed", "reason": str(exc).splitlines()[0]})
-            continue
-        result = run_worker(path, runtime, roofline.M, ROOFLINE_PROTOCOL, plan.threads)
-        entry.update(file=path.name, status=result["status"], reason=result.get("reason"))
-        if result["status"] == "ok":  # a peak is the best the runtime did: its fastest call
-            entry.update(min_ms=result["min_ms"], p50_ms=result["p50_ms"], spread=result["spread"])
-            entry["peak_gmacs"] = peaks[runtime, precision] = roofline.peak_gmacs(result["min_ms"])
-        entries.append(entry)
+    cache_bytes = last_level_cache_bytes()
+    compute = [k for (runtime, _), k in roofline.KERNELS.items() if runtime in used]
+    hosts = [r for r in roofline.HOST_RUNTIMES if r in used] if cache_bytes else []
+    streams = [roofline.stream_kernel(runtime, cache_bytes) for runtime in hosts]
+    peaks, entries, bandwidths, memory = {}, [], {}, []
+    for i, kernel in enumerate(compute + streams, 1):
+        what = "x".join(map(str, kernel.shape)) + f" {kernel.precision} matmul on {kernel.runtime}"
+        progress("roofline", i, len(compute) + len(streams), what)
+        entry = _time_kernel(kernel, cache, plan.threads)
+        if kernel in compute:
+            entries.append(entry)
+            if "min_ms" in entry:
+                entry["peak_gmacs"] = roofline.peak_gmacs(entry["min_ms"])
+                peaks[kernel.runtime, kernel.precision] = entry["peak_gmacs"]
+        else:
+            memory.append({**entry, "weight_bytes": kernel.weight_bytes})
+            if "min_ms" in entry:
+                memory[-1]["gbs"] = roofline.bandwidth_gbs(kernel, entry["min_ms"])
+                bandwidths[kernel.runtime] = memory[-1]["gbs"]
     for row in rows:
         row["roofline_fraction"] = roofline.fraction(row, peaks)
-    return {"macs": roofline.MACS, "peaks": entries, "fastest": fastest(rows)}
+        row.update(roofline.attainable(row, peaks, bandwidths, plan.parameters, cache_bytes))
+    return {
+        "macs": roofline.MACS,
+        "peaks": entries,
+        "cache_bytes": cache_bytes,
+        "memory": memory,
+        "fastest": fastest(rows),
+    }
 
 
 def fastest(rows: list[dict]) -> list[dict]:
@@ -167,6 +193,7 @@ def fastest(rows: list[dict]) -> list[dict]:
             "p50_ms": r["p50_ms"],
             "gmacs": r.get("gmacs"),
             "roofline_fraction": r.get("roofline_fraction"),
+            **{k: r[k] for k in roofline.ATTAINABLE_KEYS if k in r},
         }
         for (b, p), r in sorted(best.items())
     ]

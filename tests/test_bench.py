@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import roofline
+from bench import roofline, suite
+from bench.machine import last_level_cache_bytes
 from bench.studies import interleaved
 from bench.suite import ACCURACY_CACHE
 from cli.main import main
@@ -40,10 +41,20 @@ def run_dir(tmp_path_factory) -> Path:
     return run
 
 
+FAKE_CACHE = 2**16  # the tiny model's fp32 weights outgrow it, so the memory roof is in play
+
+
+def small_roofline(mp: pytest.MonkeyPatch, tmp_path_factory) -> None:
+    """Matmul models for the roofline go to a per-session cache, not ~/.cache, and the memory
+    roof's matmul is 4 x a 64 KiB cache instead of hundreds of MiB."""
+    mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
+    mp.setattr(suite, "last_level_cache_bytes", lambda: FAKE_CACHE)
+    mp.setattr(roofline, "STREAM_MIN_BYTES", 4 * FAKE_CACHE)
+
+
 @pytest.fixture(autouse=True)
 def roofline_cache(tmp_path_factory, monkeypatch):
-    """Matmul models for the roofline go to a per-session cache, not ~/.cache."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
+    small_roofline(monkeypatch, tmp_path_factory)
 
 
 def copy_run(run_dir: Path, dest: Path) -> Path:
@@ -210,6 +221,69 @@ def test_roofline_kernels_compute_a_matmul(tmp_path):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
+def test_stream_kernel_outgrows_the_cache_and_reads_at_its_bandwidth(tmp_path):
+    """The memory roof's matmul: 4x the cache (at least STREAM_MIN_BYTES), a real GEMV."""
+    kernel = roofline.stream_kernel("ort-cpu", FAKE_CACHE)
+    assert kernel.shape == (1, roofline.STREAM_K, 16) and kernel.weight_bytes == 4 * FAKE_CACHE
+    assert roofline.bandwidth_gbs(kernel, 2.0) == pytest.approx(4 * FAKE_CACHE / 2e6)
+    big = roofline.stream_kernel("litert", 100 * 2**20)  # 400 MiB of weights
+    assert big.shape == (1, roofline.STREAM_K, 25600) and big.filename.endswith(".tflite")
+    session = open_artifact(roofline.kernel_file(kernel, tmp_path), "ort-cpu")
+    a = np.random.default_rng(1).standard_normal((1, roofline.STREAM_K)).astype(np.float32)
+    assert session.run(a).shape == (1, 16)
+
+
+def test_last_level_cache_bytes_reads_the_highest_level(tmp_path):
+    for index, (level, size) in enumerate([(1, "32K"), (1, "32K"), (2, "1024K"), (3, "32768K")]):
+        (folder := tmp_path / f"index{index}").mkdir()
+        (folder / "level").write_text(f"{level}\n")
+        (folder / "size").write_text(f"{size}\n")
+    assert last_level_cache_bytes(tmp_path) == 32 * 2**20
+    (tmp_path / "index3" / "size").write_text("lots\n")  # unreadable: the next level down
+    assert last_level_cache_bytes(tmp_path) == 2**20
+    assert last_level_cache_bytes(tmp_path / "missing") is None
+
+
+ROW = {"format": "tflite", "runtime": "litert", "batch": 1, "macs_per_image": 10**8, "gmacs": 30.0}
+PEAKS = {("litert", "fp32"): 80.0, ("litert", "int8"): 80.0}
+
+
+@pytest.mark.parametrize(
+    "change, cache, bandwidth, want",
+    [
+        # 10 M fp32 weights = 40 MB > 32 MiB: 20 GB/s x 100 M MACs / 40 MB = 50 GMAC/s < 80
+        ({}, 32 * 2**20, 20.0, ("memory", 50.0)),
+        ({}, 64 * 2**20, 20.0, ("compute", 80.0)),  # the weights stay in the cache
+        ({"format": "tflite-int8"}, 32 * 2**20, 20.0, ("compute", 80.0)),  # 10 MB of int8
+        ({"batch": 4, "gmacs": 120.0}, 32 * 2**20, 20.0, ("compute", 80.0)),  # 4 images a read
+        ({}, 32 * 2**20, None, ("compute", 80.0)),  # no bandwidth measured: the peak alone
+        ({}, None, 20.0, ("compute", 80.0)),  # cache size unknown
+    ],
+)
+def test_attainable_is_the_lower_of_peak_and_memory(change, cache, bandwidth, want):
+    row = {**ROW, **change}
+    bandwidths = {} if bandwidth is None else {"litert": bandwidth}
+    got = roofline.attainable(row, PEAKS, bandwidths, 10**7, cache)
+    assert got["bound"] == want[0] and got["attainable_gmacs"] == pytest.approx(want[1])
+    assert got["attainable_fraction"] == pytest.approx(row["gmacs"] / want[1])
+    assert set(got) == set(roofline.ATTAINABLE_KEYS)
+
+
+def test_attainable_is_empty_without_a_peak_or_parameters():
+    assert roofline.attainable(ROW, PEAKS, {}, None, 2**20) == {}
+    assert roofline.attainable({**ROW, "runtime": "ort-cpu"}, PEAKS, {}, 10**7, 2**20) == {}
+
+
+def test_roofline_without_a_known_cache_is_the_peak_alone(monkeypatch, tmp_path):
+    monkeypatch.setattr(suite, "last_level_cache_bytes", lambda: None)
+    row = {**ROW, "format": "onnx", "runtime": "ort-cpu", "status": "ok", "p50_ms": 3.3}
+    plan = suite.Plan(tmp_path, [], ["ort-cpu"], [1], Protocol(1, 2, None), 1, 10**8, 10**7)
+    roof = suite.measure_roofline(plan, [row], tmp_path)
+    assert roof["memory"] == [] and roof["cache_bytes"] is None
+    assert [p["precision"] for p in roof["peaks"]] == ["fp32", "int8"]
+    assert row["bound"] == "compute" and row["attainable_fraction"] == row["roofline_fraction"]
+
+
 # -- toolkit bench end to end --
 
 
@@ -218,7 +292,7 @@ def benched(run_dir, tmp_path_factory) -> tuple[int, Path, dict]:
     """`toolkit bench` on a copy of the run, every runtime, batches 1 and 2, three runs each."""
     run = copy_run(run_dir, tmp_path_factory.mktemp("benched") / "run")
     mp = pytest.MonkeyPatch()
-    mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
+    small_roofline(mp, tmp_path_factory)
     try:
         code = main(["bench", str(run), "--batch", "1,2", *SHORT])
     finally:
@@ -263,16 +337,25 @@ def test_bench_rows_cover_artifacts_runtimes_and_batches(benched):
         assert 0 <= row["top1"] <= 1 and row["runs"] == 3
         assert row["gmacs"] == pytest.approx(macs * row["batch"] / (row["p50_ms"] * 1e6))
         if row["runtime"] != "keras":
-            assert row["roofline_fraction"] > 0
+            assert row["roofline_fraction"] > 0 and row["attainable_fraction"] > 0
+            assert row["weight_bytes"] > FAKE_CACHE and row["bound"] in ("compute", "memory")
+            assert row["attainable_fraction"] >= row["roofline_fraction"]  # a roof <= its peak
 
 
-def test_bench_roofline_peaks_and_fastest(benched):
-    _, _, result = benched
+def test_bench_roofline_peaks_memory_and_fastest(benched):
+    _, run, result = benched
     peaks = {(p["runtime"], p["precision"]): p for p in result["roofline"]["peaks"]}
     for key in (("ort-cpu", "fp32"), ("litert", "fp32"), ("litert", "int8")):
         assert peaks[key]["status"] == "ok" and peaks[key]["peak_gmacs"] > 0
     fastest = {(f["batch"], f["precision"]) for f in result["roofline"]["fastest"]}
     assert fastest == {(1, "fp32"), (1, "int8"), (2, "fp32"), (2, "int8")}
+    memory = {m["runtime"]: m for m in result["roofline"]["memory"]}
+    assert set(memory) == {"ort-cpu", "litert"} and result["roofline"]["cache_bytes"] == FAKE_CACHE
+    for m in memory.values():
+        assert m["status"] == "ok" and m["shape"] == [1, roofline.STREAM_K, 16]
+        assert m["gbs"] == pytest.approx(4 * FAKE_CACHE / (m["min_ms"] * 1e6))
+    md = (run / "bench.md").read_text()
+    assert "- litert memory: " in md and "- ort-cpu memory: " in md and "-bound)" in md
 
 
 def test_failed_artifact_keeps_the_table_and_accuracy_is_cached(run_dir, tmp_path, capsys):
