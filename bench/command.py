@@ -9,10 +9,14 @@ import difflib
 import os
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.suite import ACCURACY_CACHE, KERAS_FORMAT, Artifact, Plan, run_suite
 from toolkit.errors import UsageError
 from toolkit.runtimes.timing import Protocol
+
+if TYPE_CHECKING:
+    from toolkit.models.macs import LayerCost
 
 OUTPUTS = ("bench.json", "bench.md", "bench.png")
 DEFAULT_SECONDS = 3.0
@@ -84,7 +88,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     batches = parse_batches(args.batch)
     runtimes = _choose(args.runtime, list(RUNTIMES), "runtime")
     run = open_run(args.run)
-    model = run.load_model()  # another program's model.keras is refused before any timing
+    run.load_model()  # another program's model.keras is refused before any timing
     for name in (*OUTPUTS, ACCURACY_CACHE):  # the results must not be lost after the work
         atomic.check_writable(run.path / name, hint="copy the run folder to a writable place")
     exported = run.manifest()["artifacts"]
@@ -94,7 +98,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     split = None  # other classes than the run's would score top-1 against the wrong names
     if args.data:
         split = load_split(run, "test", args.data)[:2]
-    macs = macs_per_image(run)
+    layers = layer_costs_of(run)
     threads = args.threads or os.cpu_count()
     return Plan(
         run_dir=run.path,
@@ -106,18 +110,19 @@ def make_plan(args: argparse.Namespace) -> Plan:
         batches=batches,
         protocol=protocol,
         threads=threads,
-        macs_per_image=macs,
-        parameters=model.count_params(),
+        macs_per_image=sum(layer.macs for layer in layers),
+        layers=tuple(layers),
         data_spec=args.data,
         command=_command(args, runtimes, formats, batches, protocol, threads),
         test_split=split,
     )
 
 
-def macs_per_image(run) -> int:
-    """MACs per image of the run's model, counted now with `count_macs` rather than read from
-    metrics.json, whose figure is stale for runs trained before a counting fix."""
-    from toolkit.models import build_model, count_macs, preset_from_dict
+def layer_costs_of(run) -> list[LayerCost]:
+    """MACs per image and parameters of each layer of the run's model (`layer_costs`), counted
+    now rather than read from metrics.json, whose MACs are stale for runs trained before a
+    counting fix."""
+    from toolkit.models import build_model, layer_costs, preset_from_dict
 
     try:
         data = run.config["dataset"]
@@ -125,7 +130,7 @@ def macs_per_image(run) -> int:
         net = build_model(preset, tuple(data["image_shape"]), int(data["num_classes"]))
     except (KeyError, TypeError):  # a config.json without the architecture: load the model
         net = run.load_model()
-    return count_macs(net)
+    return layer_costs(net)
 
 
 def _command(args, runtimes, formats, batches, protocol: Protocol, threads) -> str:

@@ -81,7 +81,7 @@ def terminal_table(result: dict) -> str:
 
 def roofline_lines(result: dict) -> list[str]:
     """Each runtime's measured matmul peak and memory bandwidth, and the fastest fp32/int8
-    artifacts against their peak and against the roofline (the lower of peak and memory)."""
+    artifacts against their peak and against the per-layer roofline (bench/roofline.py)."""
     roof = result["roofline"]
     n = roof["peaks"][0]["shape"][0]
     lines = [f"roofline: peak = fastest call of a {n}x{n}x{n} matmul, per runtime and precision"]
@@ -106,7 +106,8 @@ def roofline_lines(result: dict) -> list[str]:
         if f.get("attainable_fraction") is not None:
             line += (
                 f", {f['attainable_fraction']:.0%} of the {f['attainable_gmacs']:.1f} GMAC/s "
-                f"its {f['weight_bytes'] / MB:.1f} MiB of weights allow ({f['bound']}-bound)"
+                f"its layers allow ({f['weight_bytes'] / MB:.1f} MiB of weights; "
+                f"{f['memory_bound_share']:.0%} of that time in memory-bound layers)"
             )
         lines.append(line)
     return lines

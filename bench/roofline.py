@@ -7,9 +7,11 @@ int8 with a representative dataset). The files are built once into a cache folde
 achieved GMAC/s over the peak of its runtime and precision is its roofline fraction.
 
 The memory roof: a model whose weights outgrow the last-level cache reads them all from
-memory on every call, so it cannot beat bandwidth x MACs per weight byte. The bandwidth is
-the fastest call of a 1 x K x N fp32 matmul whose weights are 4x the cache; a row's
-attainable GMAC/s is the lower of that bound and its peak (Williams et al., 2009).
+memory on every call, so a layer cannot beat bandwidth x its MACs per weight byte. The
+bandwidth is the fastest call of a 1 x K x N fp32 matmul whose weights are 4x the cache. A
+row's attainable GMAC/s applies the roofline (Williams et al., 2009) layer by layer: each
+layer takes the longer of its compute and its weight reads, and the layers' times add up,
+since one layer's weights are not read while another computes.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import io
 import math
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,32 +182,54 @@ def bandwidth_gbs(kernel: Kernel, ms: float) -> float:
     return kernel.weight_bytes / (ms * 1e6)
 
 
-ATTAINABLE_KEYS = ("weight_bytes", "attainable_gmacs", "bound", "attainable_fraction")
+ATTAINABLE_KEYS = (
+    "weight_bytes",
+    "attainable_gmacs",
+    "memory_bound_share",
+    "bound",
+    "attainable_fraction",
+)
 
 
 def attainable(
     row: dict,
     peaks: dict[tuple[str, str], float],
     bandwidths: dict[str, float],
-    parameters: int | None,
+    layers: Sequence,
     cache_bytes: int | None,
 ) -> dict:
-    """The row's ATTAINABLE_KEYS: its weights' bytes in memory, `attainable_gmacs` (the peak, or
-    bandwidth x MACs per weight byte when that is lower and the weights outgrow the cache),
-    which `bound` that is, and the achieved fraction of it. Empty when the peak, the MACs or
-    the parameter count is unknown."""
+    """The row's ATTAINABLE_KEYS under a per-layer roofline: each layer (a LayerCost) takes at
+    least the longer of its MACs at the peak and, when the model's weights outgrow the cache,
+    its weights' bytes at the bandwidth; layers run one after another, so their times add up.
+    Also the weights' bytes, the share of that time in memory-bound layers, the `bound`
+    (memory when that share is at least half) and the achieved fraction. Empty when the peak,
+    the MACs or the layers are unknown."""
     precision = precision_of(row["format"])
     peak = peaks.get((row["runtime"], precision))
-    if peak is None or row.get("gmacs") is None or not parameters:
+    if peak is None or row.get("gmacs") is None or not layers:
         return {}
-    weight_bytes = parameters * WEIGHT_BYTES[precision]
+    per_weight = WEIGHT_BYTES[precision]
+    weight_bytes = sum(layer.parameters for layer in layers) * per_weight
     gbs = bandwidths.get(row["runtime"])
-    out = {"weight_bytes": weight_bytes, "attainable_gmacs": peak, "bound": "compute"}
-    if gbs is not None and cache_bytes is not None and weight_bytes > cache_bytes:
-        memory = gbs * row["macs_per_image"] * row["batch"] / weight_bytes
-        if memory < peak:
-            out.update(attainable_gmacs=memory, bound="memory")
-    return {**out, "attainable_fraction": row["gmacs"] / out["attainable_gmacs"]}
+    streams = gbs is not None and cache_bytes is not None and weight_bytes > cache_bytes
+    compute_s, memory_s = 0.0, 0.0  # the roofline's time in compute- and memory-bound layers
+    for layer in layers:
+        compute = layer.macs * row["batch"] / (peak * 1e9)
+        memory = layer.parameters * per_weight / (gbs * 1e9) if streams else 0.0
+        if memory > compute:
+            memory_s += memory
+        else:
+            compute_s += compute
+    macs = sum(layer.macs for layer in layers) * row["batch"]
+    gmacs = macs / ((compute_s + memory_s) * 1e9)
+    share = memory_s / (compute_s + memory_s)
+    return {
+        "weight_bytes": weight_bytes,
+        "attainable_gmacs": gmacs,
+        "memory_bound_share": share,
+        "bound": "memory" if share >= 0.5 else "compute",
+        "attainable_fraction": row["gmacs"] / gmacs,
+    }
 
 
 def fraction(row: dict, peaks: dict[tuple[str, str], float]) -> float | None:

@@ -42,7 +42,7 @@ class Plan:
     protocol: Protocol
     threads: int | None
     macs_per_image: int | None
-    parameters: int | None = None  # the model's weights: what a batch-1 call reads from memory
+    layers: tuple = ()  # the model's LayerCost per layer: the per-layer roofline's input
     data_spec: str | None = None
     command: str = ""
     # (images, labels) of --data's test split, loaded once when the plan checked its classes
@@ -164,12 +164,15 @@ def measure_roofline(plan: Plan, rows: list[dict], cache: Path) -> dict:
                 bandwidths[kernel.runtime] = memory[-1]["gbs"]
     for row in rows:
         row["roofline_fraction"] = roofline.fraction(row, peaks)
-        row.update(roofline.attainable(row, peaks, bandwidths, plan.parameters, cache_bytes))
+        row.update(roofline.attainable(row, peaks, bandwidths, plan.layers, cache_bytes))
     return {
         "macs": roofline.MACS,
         "peaks": entries,
         "cache_bytes": cache_bytes,
         "memory": memory,
+        "layers": [
+            {"name": c.name, "macs": c.macs, "parameters": c.parameters} for c in plan.layers
+        ],
         "fastest": fastest(rows),
     }
 

@@ -19,6 +19,7 @@ from bench.suite import ACCURACY_CACHE
 from cli.main import main
 from export import export_run
 from export.manifest import sha256
+from toolkit.models import LayerCost
 from toolkit.runtimes import RUNTIMES, open_artifact
 from toolkit.runtimes.timing import Protocol, summarize, time_calls
 from toolkit.runtimes.worker import measure, run_worker, worker_command, worker_env
@@ -246,38 +247,49 @@ def test_last_level_cache_bytes_reads_the_highest_level(tmp_path):
 
 ROW = {"format": "tflite", "runtime": "litert", "batch": 1, "macs_per_image": 10**8, "gmacs": 30.0}
 PEAKS = {("litert", "fp32"): 80.0, ("litert", "int8"): 80.0}
+# 90 M MACs over 1 M weights, then 10 M MACs over 9 M (a ViT's head): 40 MB of fp32 weights
+LAYERS = (LayerCost("body", 9 * 10**7, 10**6), LayerCost("head", 10**7, 9 * 10**6))
+MIB32 = 32 * 2**20
 
 
 @pytest.mark.parametrize(
     "change, cache, bandwidth, want",
     [
-        # 10 M fp32 weights = 40 MB > 32 MiB: 20 GB/s x 100 M MACs / 40 MB = 50 GMAC/s < 80
-        ({}, 32 * 2**20, 20.0, ("memory", 50.0)),
-        ({}, 64 * 2**20, 20.0, ("compute", 80.0)),  # the weights stay in the cache
-        ({"format": "tflite-int8"}, 32 * 2**20, 20.0, ("compute", 80.0)),  # 10 MB of int8
-        ({"batch": 4, "gmacs": 120.0}, 32 * 2**20, 20.0, ("compute", 80.0)),  # 4 images a read
-        ({}, 32 * 2**20, None, ("compute", 80.0)),  # no bandwidth measured: the peak alone
-        ({}, None, 20.0, ("compute", 80.0)),  # cache size unknown
+        # body: 90 M / 80 G = 1.125 ms of compute (4 MB: 0.2 ms of reads); head: 36 MB at 20 GB/s
+        # = 1.8 ms of reads (0.125 ms of compute); 100 M MACs in 2.925 ms
+        ({}, MIB32, 20.0, ("memory", 1e8 / 2.925e-3 / 1e9, 1.8 / 2.925)),
+        ({}, 64 * 2**20, 20.0, ("compute", 80.0, 0.0)),  # the weights stay in the cache
+        ({"format": "tflite-int8"}, MIB32, 20.0, ("compute", 80.0, 0.0)),  # 10 MB of int8
+        # 16 images a read: the head computes 2 ms, longer than its 1.8 ms of reads
+        ({"batch": 16, "gmacs": 60.0}, MIB32, 20.0, ("compute", 80.0, 0.0)),
+        # 4 images: body 4.5 ms of compute, head 1.8 ms of reads (0.5 ms of compute)
+        ({"batch": 4, "gmacs": 50.0}, MIB32, 20.0, ("compute", 4e8 / 6.3e-3 / 1e9, 1.8 / 6.3)),
+        ({}, MIB32, None, ("compute", 80.0, 0.0)),  # no bandwidth measured: the peak alone
+        ({}, None, 20.0, ("compute", 80.0, 0.0)),  # cache size unknown
     ],
 )
-def test_attainable_is_the_lower_of_peak_and_memory(change, cache, bandwidth, want):
+def test_attainable_is_the_per_layer_roofline(change, cache, bandwidth, want):
     row = {**ROW, **change}
     bandwidths = {} if bandwidth is None else {"litert": bandwidth}
-    got = roofline.attainable(row, PEAKS, bandwidths, 10**7, cache)
-    assert got["bound"] == want[0] and got["attainable_gmacs"] == pytest.approx(want[1])
-    assert got["attainable_fraction"] == pytest.approx(row["gmacs"] / want[1])
+    got = roofline.attainable(row, PEAKS, bandwidths, LAYERS, cache)
+    bound, gmacs, share = want
+    assert got["bound"] == bound and got["attainable_gmacs"] == pytest.approx(gmacs)
+    assert got["memory_bound_share"] == pytest.approx(share)
+    assert got["attainable_fraction"] == pytest.approx(row["gmacs"] / gmacs)
+    per_weight = roofline.WEIGHT_BYTES[roofline.precision_of(row["format"])]
+    assert got["weight_bytes"] == 10**7 * per_weight
     assert set(got) == set(roofline.ATTAINABLE_KEYS)
 
 
-def test_attainable_is_empty_without_a_peak_or_parameters():
-    assert roofline.attainable(ROW, PEAKS, {}, None, 2**20) == {}
-    assert roofline.attainable({**ROW, "runtime": "ort-cpu"}, PEAKS, {}, 10**7, 2**20) == {}
+def test_attainable_is_empty_without_a_peak_or_layers():
+    assert roofline.attainable(ROW, PEAKS, {}, (), 2**20) == {}
+    assert roofline.attainable({**ROW, "runtime": "ort-cpu"}, PEAKS, {}, LAYERS, 2**20) == {}
 
 
 def test_roofline_without_a_known_cache_is_the_peak_alone(monkeypatch, tmp_path):
     monkeypatch.setattr(suite, "last_level_cache_bytes", lambda: None)
     row = {**ROW, "format": "onnx", "runtime": "ort-cpu", "status": "ok", "p50_ms": 3.3}
-    plan = suite.Plan(tmp_path, [], ["ort-cpu"], [1], Protocol(1, 2, None), 1, 10**8, 10**7)
+    plan = suite.Plan(tmp_path, [], ["ort-cpu"], [1], Protocol(1, 2, None), 1, 10**8, LAYERS)
     roof = suite.measure_roofline(plan, [row], tmp_path)
     assert roof["memory"] == [] and roof["cache_bytes"] is None
     assert [p["precision"] for p in roof["peaks"]] == ["fp32", "int8"]
@@ -355,7 +367,7 @@ def test_bench_roofline_peaks_memory_and_fastest(benched):
         assert m["status"] == "ok" and m["shape"] == [1, roofline.STREAM_K, 16]
         assert m["gbs"] == pytest.approx(4 * FAKE_CACHE / (m["min_ms"] * 1e6))
     md = (run / "bench.md").read_text()
-    assert "- litert memory: " in md and "- ort-cpu memory: " in md and "-bound)" in md
+    assert "- litert memory: " in md and "- ort-cpu memory: " in md and "memory-bound layers)" in md
 
 
 def test_failed_artifact_keeps_the_table_and_accuracy_is_cached(run_dir, tmp_path, capsys):

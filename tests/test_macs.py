@@ -10,9 +10,9 @@ import keras
 import pytest
 
 import toolkit  # noqa: F401
-from bench.command import macs_per_image
+from bench.command import layer_costs_of
 from bench.roofline import fraction
-from toolkit.models import MODELS, build_model, count_macs, get_preset
+from toolkit.models import MODELS, build_model, count_macs, get_preset, layer_costs
 from toolkit.models.presets import ShiftViTArch, ViTArch
 from toolkit.ops import MLP, PatchConv2D
 from toolkit.runfolder import Run
@@ -97,6 +97,9 @@ def test_count_macs_matches_the_hand_count_of_each_preset(model, name):
     assert expected == PINNED[model, name]
     net = build_model(preset, (32, 32, 3), CLASSES)
     assert count_macs(net) == expected
+    costs = layer_costs(net)  # the per-layer split the roofline uses adds up to the same model
+    assert [c.name for c in costs] == [layer.name for layer in net.layers]
+    assert sum(c.parameters for c in costs) == net.count_params()
 
 
 def test_a_conv2d_subclass_is_counted_as_a_convolution():
@@ -137,7 +140,8 @@ def test_bench_counts_the_macs_of_the_runs_architecture_not_its_metrics_file(tmp
         "preset": preset.to_dict(),
         "dataset": {"image_shape": [20, 20, 3], "num_classes": CLASSES},
     }
-    assert macs_per_image(Run(tmp_path, config)) == PINNED["shiftvit", "tiny"]
+    costs = layer_costs_of(Run(tmp_path, config))
+    assert sum(c.macs for c in costs) == PINNED["shiftvit", "tiny"]
 
 
 RESULTS = sorted((Path(__file__).resolve().parents[1] / "bench" / "results").glob("bench*.json"))

@@ -6,6 +6,8 @@ every Dense as tokens x C_in x C_out; self-attention (plain and LSA) as its Q, K
 projections plus the two T x T matmuls (q.k^T and weights.v); the tokenizer's projection and
 each Dense of an MLP. Left out, as is usual for MAC figures: biases, normalisation, softmax,
 activations, the shift, pooling, resizing, position embeddings and other elementwise work.
+`layer_costs` gives the same count per top-level layer with its parameter count, what a
+per-layer roofline needs (work and weights of each step).
 
 Each layer is counted by the entry of the nearest class in its MRO (so a subclass is counted
 as what it computes), and only at the top level of the model: a counted custom layer counts
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import keras
 
@@ -80,19 +83,33 @@ def mac_counter(layer: keras.layers.Layer) -> Callable | None:
     return None
 
 
-def count_macs(model: keras.Model) -> int:
-    """MACs for one image through `model` (batch dimension excluded); see the module doc."""
-    total = 0
+@dataclass(frozen=True)
+class LayerCost:
+    """One top-level layer: its MACs per image and its weights (parameter count)."""
+
+    name: str
+    macs: int
+    parameters: int
+
+
+def layer_costs(model: keras.Model) -> list[LayerCost]:
+    """MACs per image and parameters of every top-level layer of `model`; see the module doc."""
+    costs = []
     for layer in model.layers:
         counter = mac_counter(layer)
-        if counter is not None:
-            total += counter(layer, layer.input.shape, layer.output.shape)
-            continue
-        inner = [s for s in layer._flatten_layers(include_self=False) if mac_counter(s)]
-        if inner:
-            raise TypeError(
-                f"count_macs: layer '{layer.name}' ({type(layer).__name__}) holds "
-                f"{type(inner[0]).__name__} '{inner[0].name}' but has no entry in MAC_COUNTERS; "
-                "add one that counts what it computes"
-            )
-    return total
+        if counter is None:
+            inner = [s for s in layer._flatten_layers(include_self=False) if mac_counter(s)]
+            if inner:
+                raise TypeError(
+                    f"count_macs: layer '{layer.name}' ({type(layer).__name__}) holds "
+                    f"{type(inner[0]).__name__} '{inner[0].name}' but has no entry in "
+                    "MAC_COUNTERS; add one that counts what it computes"
+                )
+        macs = 0 if counter is None else counter(layer, layer.input.shape, layer.output.shape)
+        costs.append(LayerCost(layer.name, int(macs), int(layer.count_params())))
+    return costs
+
+
+def count_macs(model: keras.Model) -> int:
+    """MACs for one image through `model` (batch dimension excluded); see the module doc."""
+    return sum(cost.macs for cost in layer_costs(model))
