@@ -90,11 +90,16 @@ def roofline_lines(result: dict) -> list[str]:
         lines.append(f"  {p['runtime']} {p['precision']}: {figure}")
     for m in roof.get("memory", []):
         shape = "x".join(map(str, m["shape"]))
-        figure = f"{m['gbs']:.1f} GB/s" if m["status"] == "ok" else m["reason"]
+        if m["status"] != "ok":
+            figure = m["reason"]
+        elif m.get("gbs") is None:
+            figure = "no slower than a one-column call: reads cost nothing measurable"
+        else:
+            figure = f"{m['gbs']:.1f} GB/s"
         lines.append(
-            f"  {m['runtime']} memory: {figure} (fastest call of a {shape} fp32 matmul, "
-            f"{m['weight_bytes'] / MB:.3g} MiB of weights; last-level cache "
-            f"{roof['cache_bytes'] / MB:.3g} MiB)"
+            f"  {m['runtime']} memory for {m['for']} weights: {figure} (fastest call of a "
+            f"{shape} fp32 matmul over the model's {m['weight_bytes'] / MB:.3g} MiB, net of "
+            "a one-column call)"
         )
     for f in roof["fastest"]:
         frac = "-" if f["roofline_fraction"] is None else f"{f['roofline_fraction']:.0%}"

@@ -1,17 +1,21 @@
 """The roofline: each runtime's measured peak GMAC/s on one large matrix multiply, fp32 and int8,
-and on the CPU runtimes the bandwidth at which a batch-1 call reads weights from memory.
+and on the CPU runtimes the bandwidth at which a batch-1 call reads as many weights as the model.
 
 ONNX Runtime gets a one-node model built with onnx.helper (MatMul in fp32, MatMulInteger
 u8 x s8 in int8); LiteRT a FullyConnected layer converted by TensorFlow (float32, and full
 int8 with a representative dataset). The files are built once into a cache folder. A row's
 achieved GMAC/s over the peak of its runtime and precision is its roofline fraction.
 
-The memory roof: a model whose weights outgrow the last-level cache reads them all from
-memory on every call, so a layer cannot beat bandwidth x its MACs per weight byte. The
-bandwidth is the fastest call of a 1 x K x N fp32 matmul whose weights are 4x the cache. A
-row's attainable GMAC/s applies the roofline (Williams et al., 2009) layer by layer: each
-layer takes the longer of its compute and its weight reads, and the layers' times add up,
-since one layer's weights are not read while another computes.
+The memory roof: when the model's weights outgrow the last-level cache, every call reads
+each layer's weights from memory, so a layer cannot beat bandwidth x its MACs per weight
+byte. The bandwidth is read off the fastest call of a 1 x K x N fp32 matmul over as many
+bytes as the model's weights at the row's precision, net of the fixed cost of a call (a
+1 x K x 1 matmul's): a working set of the same size, which the caches serve as well or as
+badly as the model's. Weights that fit in the cache get no memory roof: a few MiB read in
+microseconds, which a matmul call cannot time apart from its fixed cost. A row's attainable GMAC/s
+applies the roofline (Williams et al., 2009) layer by layer: each layer takes the longer of
+its compute and its weight reads, and the layers' times add up, since one layer's weights are
+not read while another computes.
 """
 
 from __future__ import annotations
@@ -30,11 +34,10 @@ import numpy as np
 
 M = K = N = 1024  # rows, depth, columns: 1.07 GMAC per call, far from cache-bound
 MACS = M * K * N
-STREAM_K = 4096  # depth of the memory-roof matmul; its columns scale with the cache
-STREAM_MIN_BYTES = 128 * 2**20
+STREAM_K = 4096  # depth of the memory-roof matmul; its columns give it the model's weight bytes
 # bytes a weight takes in memory at each peak's precision (fp16 files are widened at load)
 WEIGHT_BYTES = {"fp32": 4, "int8": 1}
-HOST_RUNTIMES = ("ort-cpu", "litert")  # whose weights compete for the host CPU's cache
+HOST_RUNTIMES = ("ort-cpu", "litert")  # whose weights sit in host memory and its caches
 KERAS_FORMAT = "keras"  # the run's model.keras, benched beside the exported formats
 
 
@@ -148,10 +151,21 @@ KERNELS: dict[tuple[str, str], Kernel] = {
 }
 
 
-def stream_kernel(runtime: str, cache_bytes: int) -> Kernel:
-    """The runtime's fp32 batch-1 matmul whose weights are 4x `cache_bytes` (>= 128 MiB)."""
-    columns = max(4 * cache_bytes, STREAM_MIN_BYTES) / (STREAM_K * WEIGHT_BYTES["fp32"])
-    return dataclasses.replace(KERNELS[runtime, "fp32"], shape=(1, STREAM_K, math.ceil(columns)))
+def stream_kernel(runtime: str, weight_bytes: int) -> Kernel:
+    """The runtime's fp32 batch-1 matmul over `weight_bytes` of weights (rounded up to a column)."""
+    columns = math.ceil(weight_bytes / (STREAM_K * WEIGHT_BYTES["fp32"]))
+    return dataclasses.replace(KERNELS[runtime, "fp32"], shape=(1, STREAM_K, columns))
+
+
+def outgrows(weight_bytes: int, cache_bytes: int | None) -> bool:
+    """Whether weights of `weight_bytes` outgrow a last-level cache of `cache_bytes` (unknown:
+    no), so that every call reads them from memory and the memory roof applies."""
+    return cache_bytes is not None and weight_bytes > cache_bytes
+
+
+def weight_bytes(layers: Sequence, precision: str) -> int:
+    """Bytes of the model's weights (LayerCost parameters) at a peak's precision."""
+    return sum(layer.parameters for layer in layers) * WEIGHT_BYTES[precision]
 
 
 def cache_dir() -> Path:
@@ -177,9 +191,13 @@ def peak_gmacs(ms: float) -> float:
     return MACS / (ms * 1e6)
 
 
-def bandwidth_gbs(kernel: Kernel, ms: float) -> float:
-    """GB/s at which a call of the memory-roof `kernel` that took `ms` read its weights."""
-    return kernel.weight_bytes / (ms * 1e6)
+def bandwidth_gbs(kernel: Kernel, ms: float, base: Kernel, base_ms: float) -> float | None:
+    """GB/s of the weight reads of the memory-roof `kernel` (a call of `ms`), net of the fixed
+    cost of a call: the slope from the one-column `base` (`base_ms`). None when the call was
+    no slower than the base, i.e. its reads cost nothing measurable."""
+    if ms <= base_ms:
+        return None
+    return (kernel.weight_bytes - base.weight_bytes) / ((ms - base_ms) * 1e6)
 
 
 ATTAINABLE_KEYS = (
@@ -194,28 +212,23 @@ ATTAINABLE_KEYS = (
 def attainable(
     row: dict,
     peaks: dict[tuple[str, str], float],
-    bandwidths: dict[str, float],
+    bandwidths: dict[tuple[str, str], float],
     layers: Sequence,
-    cache_bytes: int | None,
 ) -> dict:
     """The row's ATTAINABLE_KEYS under a per-layer roofline: each layer (a LayerCost) takes at
-    least the longer of its MACs at the peak and, when the model's weights outgrow the cache,
-    its weights' bytes at the bandwidth; layers run one after another, so their times add up.
-    Also the weights' bytes, the share of that time in memory-bound layers, the `bound`
-    (memory when that share is at least half) and the achieved fraction. Empty when the peak,
-    the MACs or the layers are unknown."""
+    least the longer of its MACs at the peak and its weights' bytes at the bandwidth of its
+    runtime and precision; the layers' times add up. Also the weights' bytes, the share of
+    that time in memory-bound layers, the `bound` (memory when that share is at least half)
+    and the achieved fraction. Empty when the peak, the MACs or the layers are unknown."""
     precision = precision_of(row["format"])
     peak = peaks.get((row["runtime"], precision))
     if peak is None or row.get("gmacs") is None or not layers:
         return {}
-    per_weight = WEIGHT_BYTES[precision]
-    weight_bytes = sum(layer.parameters for layer in layers) * per_weight
-    gbs = bandwidths.get(row["runtime"])
-    streams = gbs is not None and cache_bytes is not None and weight_bytes > cache_bytes
+    gbs = bandwidths.get((row["runtime"], precision))
     compute_s, memory_s = 0.0, 0.0  # the roofline's time in compute- and memory-bound layers
     for layer in layers:
         compute = layer.macs * row["batch"] / (peak * 1e9)
-        memory = layer.parameters * per_weight / (gbs * 1e9) if streams else 0.0
+        memory = 0.0 if gbs is None else layer.parameters * WEIGHT_BYTES[precision] / (gbs * 1e9)
         if memory > compute:
             memory_s += memory
         else:
@@ -224,7 +237,7 @@ def attainable(
     gmacs = macs / ((compute_s + memory_s) * 1e9)
     share = memory_s / (compute_s + memory_s)
     return {
-        "weight_bytes": weight_bytes,
+        "weight_bytes": weight_bytes(layers, precision),
         "attainable_gmacs": gmacs,
         "memory_bound_share": share,
         "bound": "memory" if share >= 0.5 else "compute",

@@ -139,36 +139,62 @@ def _time_kernel(kernel: roofline.Kernel, cache: Path, threads: int | None) -> d
     return entry
 
 
-def measure_roofline(plan: Plan, rows: list[dict], cache: Path) -> dict:
-    """Peak GMAC/s per (runtime, precision) that ran a row, the memory bandwidth of each CPU
-    runtime that did, and each ok row's fraction of its peak and of its attainable GMAC/s."""
-    used = {r["runtime"] for r in rows if r["status"] == "ok"}
-    cache_bytes = last_level_cache_bytes()
-    compute = [k for (runtime, _), k in roofline.KERNELS.items() if runtime in used]
-    hosts = [r for r in roofline.HOST_RUNTIMES if r in used] if cache_bytes else []
-    streams = [roofline.stream_kernel(runtime, cache_bytes) for runtime in hosts]
-    peaks, entries, bandwidths, memory = {}, [], {}, []
-    for i, kernel in enumerate(compute + streams, 1):
+def measure_peaks(plan: Plan, runtimes: set[str], cache: Path) -> tuple[dict, list[dict]]:
+    """Peak GMAC/s per (runtime, precision) of `runtimes`, and the entries that measured them."""
+    kernels = [k for (runtime, _), k in roofline.KERNELS.items() if runtime in runtimes]
+    peaks, entries = {}, []
+    for i, kernel in enumerate(kernels, 1):
         what = "x".join(map(str, kernel.shape)) + f" {kernel.precision} matmul on {kernel.runtime}"
-        progress("roofline", i, len(compute) + len(streams), what)
-        entry = _time_kernel(kernel, cache, plan.threads)
-        if kernel in compute:
-            entries.append(entry)
-            if "min_ms" in entry:
-                entry["peak_gmacs"] = roofline.peak_gmacs(entry["min_ms"])
-                peaks[kernel.runtime, kernel.precision] = entry["peak_gmacs"]
-        else:
-            memory.append({**entry, "weight_bytes": kernel.weight_bytes})
-            if "min_ms" in entry:
-                memory[-1]["gbs"] = roofline.bandwidth_gbs(kernel, entry["min_ms"])
-                bandwidths[kernel.runtime] = memory[-1]["gbs"]
+        progress("roofline peak", i, len(kernels), what)
+        entries.append(_time_kernel(kernel, cache, plan.threads))
+        if "min_ms" in entries[-1]:
+            entries[-1]["peak_gmacs"] = roofline.peak_gmacs(entries[-1]["min_ms"])
+            peaks[kernel.runtime, kernel.precision] = entries[-1]["peak_gmacs"]
+    return peaks, entries
+
+
+def measure_reads(plan: Plan, reads: list[tuple[str, str]], cache: Path) -> tuple[dict, list]:
+    """GB/s at which each CPU runtime reads the model's weights at each precision of `reads`
+    (bench/roofline.py), and the entries that measured them."""
+    bandwidths, entries, base_ms = {}, [], {}
+    for i, (runtime, precision) in enumerate(reads, 1):
+        base = roofline.stream_kernel(runtime, 1)
+        kernel = roofline.stream_kernel(runtime, roofline.weight_bytes(plan.layers, precision))
+        what = f"{kernel.weight_bytes / 2**20:.3g} MiB of {precision} weights on {runtime}"
+        progress("roofline memory", i, len(reads), what)
+        if runtime not in base_ms:  # the fixed cost of a call, once per runtime
+            base_ms[runtime] = _time_kernel(base, cache, plan.threads).get("min_ms")
+        entry = {**_time_kernel(kernel, cache, plan.threads), "for": precision}
+        entry.update(weight_bytes=kernel.weight_bytes, base_ms=base_ms[runtime])
+        if "min_ms" in entry and entry["base_ms"] is not None:
+            entry["gbs"] = roofline.bandwidth_gbs(kernel, entry["min_ms"], base, entry["base_ms"])
+            if entry["gbs"] is not None:
+                bandwidths[runtime, precision] = entry["gbs"]
+        entries.append(entry)
+    return bandwidths, entries
+
+
+def measure_roofline(plan: Plan, rows: list[dict], cache: Path) -> dict:
+    """The peaks and, on CPU runtimes, the weight-read bandwidths behind the rows that ran;
+    each ok row's fraction of its peak and of its per-layer roofline."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    peaks, entries = measure_peaks(plan, {r["runtime"] for r in ok}, cache)
+    llc = last_level_cache_bytes()
+    reads = sorted(
+        (runtime, precision)
+        for runtime, precision in {(r["runtime"], roofline.precision_of(r["format"])) for r in ok}
+        if runtime in roofline.HOST_RUNTIMES
+        and precision in roofline.WEIGHT_BYTES
+        and roofline.outgrows(roofline.weight_bytes(plan.layers, precision), llc)
+    )
+    bandwidths, memory = measure_reads(plan, reads, cache)
     for row in rows:
         row["roofline_fraction"] = roofline.fraction(row, peaks)
-        row.update(roofline.attainable(row, peaks, bandwidths, plan.layers, cache_bytes))
+        row.update(roofline.attainable(row, peaks, bandwidths, plan.layers))
     return {
         "macs": roofline.MACS,
         "peaks": entries,
-        "cache_bytes": cache_bytes,
+        "last_level_cache_bytes": llc,
         "memory": memory,
         "layers": [
             {"name": c.name, "macs": c.macs, "parameters": c.parameters} for c in plan.layers

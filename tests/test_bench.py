@@ -42,20 +42,19 @@ def run_dir(tmp_path_factory) -> Path:
     return run
 
 
-FAKE_CACHE = 2**16  # the tiny model's fp32 weights outgrow it, so the memory roof is in play
+SMALL_CACHE = 2**16  # the tiny models' weights outgrow it, so the memory roof is in play
 
 
-def small_roofline(mp: pytest.MonkeyPatch, tmp_path_factory) -> None:
-    """Matmul models for the roofline go to a per-session cache, not ~/.cache, and the memory
-    roof's matmul is 4 x a 64 KiB cache instead of hundreds of MiB."""
+def small_cache_roofline(mp: pytest.MonkeyPatch, tmp_path_factory) -> None:
+    """Matmul models for the roofline go to a per-session cache, not ~/.cache, and the CPU's
+    last-level cache is taken to be 64 KiB."""
     mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
-    mp.setattr(suite, "last_level_cache_bytes", lambda: FAKE_CACHE)
-    mp.setattr(roofline, "STREAM_MIN_BYTES", 4 * FAKE_CACHE)
+    mp.setattr(suite, "last_level_cache_bytes", lambda: SMALL_CACHE)
 
 
 @pytest.fixture(autouse=True)
 def roofline_cache(tmp_path_factory, monkeypatch):
-    small_roofline(monkeypatch, tmp_path_factory)
+    small_cache_roofline(monkeypatch, tmp_path_factory)
 
 
 def copy_run(run_dir: Path, dest: Path) -> Path:
@@ -222,13 +221,17 @@ def test_roofline_kernels_compute_a_matmul(tmp_path):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
-def test_stream_kernel_outgrows_the_cache_and_reads_at_its_bandwidth(tmp_path):
-    """The memory roof's matmul: 4x the cache (at least STREAM_MIN_BYTES), a real GEMV."""
-    kernel = roofline.stream_kernel("ort-cpu", FAKE_CACHE)
-    assert kernel.shape == (1, roofline.STREAM_K, 16) and kernel.weight_bytes == 4 * FAKE_CACHE
-    assert roofline.bandwidth_gbs(kernel, 2.0) == pytest.approx(4 * FAKE_CACHE / 2e6)
-    big = roofline.stream_kernel("litert", 100 * 2**20)  # 400 MiB of weights
-    assert big.shape == (1, roofline.STREAM_K, 25600) and big.filename.endswith(".tflite")
+def test_stream_kernel_reads_the_models_weight_bytes_and_computes_a_gemv(tmp_path):
+    """The memory roof's matmul: batch 1, fp32 weights of (at least) the model's bytes."""
+    kernel = roofline.stream_kernel("ort-cpu", 2**18 - 5)  # rounded up to whole columns
+    assert kernel.shape == (1, roofline.STREAM_K, 16) and kernel.weight_bytes == 2**18
+    base = roofline.stream_kernel("ort-cpu", 1)  # one column: the fixed cost of a call
+    assert base.weight_bytes == 4 * roofline.STREAM_K
+    got = roofline.bandwidth_gbs(kernel, 2.0, base, 0.5)  # 240 KiB more in 1.5 ms more
+    assert got == pytest.approx((2**18 - 2**14) / 1.5e6)
+    assert roofline.bandwidth_gbs(kernel, 0.5, base, 0.5) is None  # reads cost nothing
+    big = roofline.stream_kernel("litert", roofline.weight_bytes(LAYERS, "fp32"))  # 40 MB
+    assert big.shape == (1, roofline.STREAM_K, 2442) and big.filename.endswith(".tflite")
     session = open_artifact(roofline.kernel_file(kernel, tmp_path), "ort-cpu")
     a = np.random.default_rng(1).standard_normal((1, roofline.STREAM_K)).astype(np.float32)
     assert session.run(a).shape == (1, 16)
@@ -249,29 +252,27 @@ ROW = {"format": "tflite", "runtime": "litert", "batch": 1, "macs_per_image": 10
 PEAKS = {("litert", "fp32"): 80.0, ("litert", "int8"): 80.0}
 # 90 M MACs over 1 M weights, then 10 M MACs over 9 M (a ViT's head): 40 MB of fp32 weights
 LAYERS = (LayerCost("body", 9 * 10**7, 10**6), LayerCost("head", 10**7, 9 * 10**6))
-MIB32 = 32 * 2**20
+READS = {("litert", "fp32"): 20.0, ("litert", "int8"): 80.0}  # GB/s: 10 MB of int8 stay cached
 
 
 @pytest.mark.parametrize(
-    "change, cache, bandwidth, want",
+    "change, bandwidths, want",
     [
         # body: 90 M / 80 G = 1.125 ms of compute (4 MB: 0.2 ms of reads); head: 36 MB at 20 GB/s
         # = 1.8 ms of reads (0.125 ms of compute); 100 M MACs in 2.925 ms
-        ({}, MIB32, 20.0, ("memory", 1e8 / 2.925e-3 / 1e9, 1.8 / 2.925)),
-        ({}, 64 * 2**20, 20.0, ("compute", 80.0, 0.0)),  # the weights stay in the cache
-        ({"format": "tflite-int8"}, MIB32, 20.0, ("compute", 80.0, 0.0)),  # 10 MB of int8
+        ({}, READS, ("memory", 1e8 / 2.925e-3 / 1e9, 1.8 / 2.925)),
+        # int8: the head's 9 MB at 80 GB/s = 0.1125 ms, shorter than its 0.125 ms of compute
+        ({"format": "tflite-int8"}, READS, ("compute", 80.0, 0.0)),
         # 16 images a read: the head computes 2 ms, longer than its 1.8 ms of reads
-        ({"batch": 16, "gmacs": 60.0}, MIB32, 20.0, ("compute", 80.0, 0.0)),
+        ({"batch": 16, "gmacs": 60.0}, READS, ("compute", 80.0, 0.0)),
         # 4 images: body 4.5 ms of compute, head 1.8 ms of reads (0.5 ms of compute)
-        ({"batch": 4, "gmacs": 50.0}, MIB32, 20.0, ("compute", 4e8 / 6.3e-3 / 1e9, 1.8 / 6.3)),
-        ({}, MIB32, None, ("compute", 80.0, 0.0)),  # no bandwidth measured: the peak alone
-        ({}, None, 20.0, ("compute", 80.0, 0.0)),  # cache size unknown
+        ({"batch": 4, "gmacs": 50.0}, READS, ("compute", 4e8 / 6.3e-3 / 1e9, 1.8 / 6.3)),
+        ({}, {}, ("compute", 80.0, 0.0)),  # no bandwidth measured (a GPU): the peak alone
     ],
 )
-def test_attainable_is_the_per_layer_roofline(change, cache, bandwidth, want):
+def test_attainable_is_the_per_layer_roofline(change, bandwidths, want):
     row = {**ROW, **change}
-    bandwidths = {} if bandwidth is None else {"litert": bandwidth}
-    got = roofline.attainable(row, PEAKS, bandwidths, LAYERS, cache)
+    got = roofline.attainable(row, PEAKS, bandwidths, LAYERS)
     bound, gmacs, share = want
     assert got["bound"] == bound and got["attainable_gmacs"] == pytest.approx(gmacs)
     assert got["memory_bound_share"] == pytest.approx(share)
@@ -281,19 +282,40 @@ def test_attainable_is_the_per_layer_roofline(change, cache, bandwidth, want):
     assert set(got) == set(roofline.ATTAINABLE_KEYS)
 
 
-def test_attainable_is_empty_without_a_peak_or_layers():
-    assert roofline.attainable(ROW, PEAKS, {}, (), 2**20) == {}
-    assert roofline.attainable({**ROW, "runtime": "ort-cpu"}, PEAKS, {}, LAYERS, 2**20) == {}
-
-
-def test_roofline_without_a_known_cache_is_the_peak_alone(monkeypatch, tmp_path):
-    monkeypatch.setattr(suite, "last_level_cache_bytes", lambda: None)
+def test_weights_that_fit_in_the_cache_get_no_memory_roof(monkeypatch, tmp_path):
+    assert roofline.outgrows(2**20 + 1, 2**20) and not roofline.outgrows(2**20, 2**20)
+    assert not roofline.outgrows(2**40, None)  # cache size unknown
+    monkeypatch.setattr(suite, "last_level_cache_bytes", lambda: 2**30)
     row = {**ROW, "format": "onnx", "runtime": "ort-cpu", "status": "ok", "p50_ms": 3.3}
     plan = suite.Plan(tmp_path, [], ["ort-cpu"], [1], Protocol(1, 2, None), 1, 10**8, LAYERS)
     roof = suite.measure_roofline(plan, [row], tmp_path)
-    assert roof["memory"] == [] and roof["cache_bytes"] is None
+    assert roof["memory"] == [] and row["bound"] == "compute"
+    assert row["attainable_fraction"] == pytest.approx(row["roofline_fraction"])
+
+
+def test_attainable_is_empty_without_a_peak_or_layers():
+    assert roofline.attainable(ROW, PEAKS, READS, ()) == {}
+    assert roofline.attainable({**ROW, "runtime": "ort-cpu"}, PEAKS, READS, LAYERS) == {}
+
+
+def test_roofline_reads_the_models_bytes_per_runtime_and_precision_that_ran(tmp_path):
+    """One stream matmul per (CPU runtime, precision) of the ok rows, over the model's bytes."""
+    rows = [
+        {**ROW, "format": "onnx", "runtime": "ort-cpu", "status": "ok", "p50_ms": 3.3},
+        {"format": "onnx-int8", "runtime": "ort-cpu", "batch": 1, "status": "failed"},
+    ]
+    model = (LayerCost("a", 10**6, 250_000), LayerCost("b", 10**6, 250_000))  # 2 MB of fp32
+    plan = suite.Plan(tmp_path, [], ["ort-cpu"], [1], Protocol(1, 2, None), 1, 2 * 10**6, model)
+    roof = suite.measure_roofline(plan, rows, tmp_path)
     assert [p["precision"] for p in roof["peaks"]] == ["fp32", "int8"]
-    assert row["bound"] == "compute" and row["attainable_fraction"] == row["roofline_fraction"]
+    [read] = roof["memory"]
+    assert (read["runtime"], read["for"], read["shape"]) == ("ort-cpu", "fp32", [1, 4096, 123])
+    extra_ms = read["min_ms"] - read["base_ms"]  # over the one-column call's fixed cost
+    want = 122 * 4096 * 4 / (extra_ms * 1e6) if extra_ms > 0 else None
+    assert read["gbs"] == pytest.approx(want)
+    assert rows[0]["weight_bytes"] == 2_000_000 and "attainable_fraction" not in rows[1]
+    assert roof["last_level_cache_bytes"] == SMALL_CACHE
+    assert [layer["parameters"] for layer in roof["layers"]] == [250_000, 250_000]
 
 
 # -- toolkit bench end to end --
@@ -304,7 +326,7 @@ def benched(run_dir, tmp_path_factory) -> tuple[int, Path, dict]:
     """`toolkit bench` on a copy of the run, every runtime, batches 1 and 2, three runs each."""
     run = copy_run(run_dir, tmp_path_factory.mktemp("benched") / "run")
     mp = pytest.MonkeyPatch()
-    small_roofline(mp, tmp_path_factory)
+    small_cache_roofline(mp, tmp_path_factory)
     try:
         code = main(["bench", str(run), "--batch", "1,2", *SHORT])
     finally:
@@ -350,7 +372,7 @@ def test_bench_rows_cover_artifacts_runtimes_and_batches(benched):
         assert row["gmacs"] == pytest.approx(macs * row["batch"] / (row["p50_ms"] * 1e6))
         if row["runtime"] != "keras":
             assert row["roofline_fraction"] > 0 and row["attainable_fraction"] > 0
-            assert row["weight_bytes"] > FAKE_CACHE and row["bound"] in ("compute", "memory")
+            assert row["weight_bytes"] > 0 and row["bound"] in ("compute", "memory")
             assert row["attainable_fraction"] >= row["roofline_fraction"]  # a roof <= its peak
 
 
@@ -361,13 +383,14 @@ def test_bench_roofline_peaks_memory_and_fastest(benched):
         assert peaks[key]["status"] == "ok" and peaks[key]["peak_gmacs"] > 0
     fastest = {(f["batch"], f["precision"]) for f in result["roofline"]["fastest"]}
     assert fastest == {(1, "fp32"), (1, "int8"), (2, "fp32"), (2, "int8")}
-    memory = {m["runtime"]: m for m in result["roofline"]["memory"]}
-    assert set(memory) == {"ort-cpu", "litert"} and result["roofline"]["cache_bytes"] == FAKE_CACHE
-    for m in memory.values():
-        assert m["status"] == "ok" and m["shape"] == [1, roofline.STREAM_K, 16]
-        assert m["gbs"] == pytest.approx(4 * FAKE_CACHE / (m["min_ms"] * 1e6))
+    memory = {(m["runtime"], m["for"]): m for m in result["roofline"]["memory"]}
+    assert set(memory) == {("ort-cpu", "fp32"), ("litert", "fp32"), ("litert", "int8")}
+    rows = {(r["runtime"], roofline.precision_of(r["format"])): r for r in result["rows"]}
+    for key, m in memory.items():  # a tiny model's reads may not time apart from a call
+        assert m["status"] == "ok" and (m["gbs"] is None or m["gbs"] > 0)
+        assert m["weight_bytes"] >= rows[key]["weight_bytes"] > m["weight_bytes"] - 4 * 4096
     md = (run / "bench.md").read_text()
-    assert "- litert memory: " in md and "- ort-cpu memory: " in md and "memory-bound layers)" in md
+    assert "- litert memory for int8 weights: " in md and "memory-bound layers)" in md
 
 
 def test_failed_artifact_keeps_the_table_and_accuracy_is_cached(run_dir, tmp_path, capsys):
