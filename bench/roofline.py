@@ -12,10 +12,11 @@ byte. The bandwidth is read off the fastest call of a 1 x K x N fp32 matmul over
 bytes as the model's weights at the row's precision, net of the fixed cost of a call (a
 1 x K x 1 matmul's): a working set of the same size, which the caches serve as well or as
 badly as the model's. Weights that fit in the cache get no memory roof: a few MiB read in
-microseconds, which a matmul call cannot time apart from its fixed cost. A row's attainable GMAC/s
-applies the roofline (Williams et al., 2009) layer by layer: each layer takes the longer of
-its compute and its weight reads, and the layers' times add up, since one layer's weights are
-not read while another computes.
+microseconds, which a matmul call cannot time apart from its fixed cost.
+
+A row's attainable GMAC/s applies the roofline (Williams et al., 2009) layer by layer: each
+layer takes the longer of its compute and its weight reads, and the layers' times add up,
+since one layer's weights are not read while another computes.
 """
 
 from __future__ import annotations

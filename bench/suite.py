@@ -179,7 +179,7 @@ def measure_roofline(plan: Plan, rows: list[dict], cache: Path) -> dict:
     each ok row's fraction of its peak and of its per-layer roofline."""
     ok = [r for r in rows if r["status"] == "ok"]
     peaks, entries = measure_peaks(plan, {r["runtime"] for r in ok}, cache)
-    llc = last_level_cache_bytes()
+    llc = last_level_cache_bytes()  # bench.json's machine entry records it too
     reads = sorted(
         (runtime, precision)
         for runtime, precision in {(r["runtime"], roofline.precision_of(r["format"])) for r in ok}
@@ -194,7 +194,6 @@ def measure_roofline(plan: Plan, rows: list[dict], cache: Path) -> dict:
     return {
         "macs": roofline.MACS,
         "peaks": entries,
-        "last_level_cache_bytes": llc,
         "memory": memory,
         "layers": [
             {"name": c.name, "macs": c.macs, "parameters": c.parameters} for c in plan.layers
