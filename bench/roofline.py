@@ -164,7 +164,7 @@ def outgrows(weight_bytes: int, cache_bytes: int | None) -> bool:
     return cache_bytes is not None and weight_bytes > cache_bytes
 
 
-def weight_bytes(layers: Sequence, precision: str) -> int:
+def model_weight_bytes(layers: Sequence, precision: str) -> int:
     """Bytes of the model's weights (LayerCost parameters) at a peak's precision."""
     return sum(layer.parameters for layer in layers) * WEIGHT_BYTES[precision]
 
@@ -238,7 +238,7 @@ def attainable(
     gmacs = macs / ((compute_s + memory_s) * 1e9)
     share = memory_s / (compute_s + memory_s)
     return {
-        "weight_bytes": weight_bytes(layers, precision),
+        "weight_bytes": model_weight_bytes(layers, precision),
         "attainable_gmacs": gmacs,
         "memory_bound_share": share,
         "bound": "memory" if share >= 0.5 else "compute",

@@ -158,8 +158,10 @@ def measure_reads(plan: Plan, reads: list[tuple[str, str]], cache: Path) -> tupl
     (bench/roofline.py), and the entries that measured them."""
     bandwidths, entries, base_ms = {}, [], {}
     for i, (runtime, precision) in enumerate(reads, 1):
-        base = roofline.stream_kernel(runtime, 1)
-        kernel = roofline.stream_kernel(runtime, roofline.weight_bytes(plan.layers, precision))
+        base = roofline.stream_kernel(runtime, 1)  # one column: the fixed cost of a call
+        kernel = roofline.stream_kernel(
+            runtime, roofline.model_weight_bytes(plan.layers, precision)
+        )
         what = f"{kernel.weight_bytes / 2**20:.3g} MiB of {precision} weights on {runtime}"
         progress("roofline memory", i, len(reads), what)
         if runtime not in base_ms:  # the fixed cost of a call, once per runtime
@@ -185,7 +187,7 @@ def measure_roofline(plan: Plan, rows: list[dict], cache: Path) -> dict:
         for runtime, precision in {(r["runtime"], roofline.precision_of(r["format"])) for r in ok}
         if runtime in roofline.HOST_RUNTIMES
         and precision in roofline.WEIGHT_BYTES
-        and roofline.outgrows(roofline.weight_bytes(plan.layers, precision), llc)
+        and roofline.outgrows(roofline.model_weight_bytes(plan.layers, precision), llc)
     )
     bandwidths, memory = measure_reads(plan, reads, cache)
     for row in rows:

@@ -230,7 +230,7 @@ def test_stream_kernel_reads_the_models_weight_bytes_and_computes_a_gemv(tmp_pat
     got = roofline.bandwidth_gbs(kernel, 2.0, base, 0.5)  # 240 KiB more in 1.5 ms more
     assert got == pytest.approx((2**18 - 2**14) / 1.5e6)
     assert roofline.bandwidth_gbs(kernel, 0.5, base, 0.5) is None  # reads cost nothing
-    big = roofline.stream_kernel("litert", roofline.weight_bytes(LAYERS, "fp32"))  # 40 MB
+    big = roofline.stream_kernel("litert", roofline.model_weight_bytes(LAYERS, "fp32"))  # 40 MB
     assert big.shape == (1, roofline.STREAM_K, 2442) and big.filename.endswith(".tflite")
     session = open_artifact(roofline.kernel_file(kernel, tmp_path), "ort-cpu")
     a = np.random.default_rng(1).standard_normal((1, roofline.STREAM_K)).astype(np.float32)
