@@ -18,7 +18,13 @@ from export.oplist import builtin_code
 from export.signature import INPUT_NAME, SIGNATURE_KEY, serving_call
 from export.source import ExportSource
 from toolkit.native_logs import captured_native_stderr
-from toolkit.ops import AdditiveMaskLocalitySelfAttention, CenteredLayerNorm, LocalitySelfAttention
+from toolkit.ops import (
+    AdditiveMaskLocalitySelfAttention,
+    CenteredLayerNorm,
+    DepthwisePartialShift,
+    LocalitySelfAttention,
+    PartialShift,
+)
 from toolkit.ops.attention import DIAGONAL_MASK_SCOPE
 
 
@@ -39,6 +45,10 @@ class Recipe:
     # LSA's diagonal mask as Add(lowest float32) + Softmax (AdditiveMaskLocalitySelfAttention),
     # 6 fewer ops per layer; int8 recipes then keep the mask's ops float, fill and all
     additive_mask: bool = False
+    # ShiftViT's shift as one DEPTHWISE_CONV_2D (DepthwisePartialShift) instead of a pad, slices
+    # and a concatenate. Float recipes only: int8 would requantize where slices keep the input's
+    # scale, and XNNPACK does not take a dynamic-range (int8-weight) depthwise convolution
+    depthwise_shift: bool = False
 
     @property
     def selective(self) -> bool:
@@ -48,8 +58,8 @@ class Recipe:
 
 # batch 1 folds the shape arithmetic, so XNNPACK takes the whole graph (with a dynamic batch,
 # ~200-300 shape ops run outside it, between ~65 partitions: 1.07-1.14x slower in fp32)
-FP32 = Recipe(batch=1, additive_mask=True)
-FP16 = Recipe(optimize=True, float16=True, batch=1, additive_mask=True)
+FP32 = Recipe(batch=1, additive_mask=True, depthwise_shift=True)
+FP16 = Recipe(optimize=True, float16=True, batch=1, additive_mask=True, depthwise_shift=True)
 DYNAMIC_B1 = Recipe(optimize=True, batch=1, additive_mask=True)  # int8 weights, float activations
 INT8 = Recipe(optimize=True, int8=True, int8_io=True)  # the converter's full int8 defaults
 
@@ -66,36 +76,48 @@ def _respelled(layer: keras.layers.Layer, cls: type[keras.layers.Layer]) -> kera
     return spelled
 
 
-def tflite_spelling(model: keras.Model, additive_mask: bool = False) -> keras.Model:
+def tflite_spelling(
+    model: keras.Model, additive_mask: bool = False, depthwise_shift: bool = False
+) -> keras.Model:
     """`model` with its (top-level) layers spelled for the converter, the same function in
     fewer ops: a last-axis LayerNormalization as CenteredLayerNorm (the converter folds gamma and
-    beta into the next Dense), and with `additive_mask` LSA as AdditiveMaskLocalitySelfAttention.
-    Every other layer is shared with `model`, names included."""
+    beta into the next Dense), with `additive_mask` LSA as AdditiveMaskLocalitySelfAttention, and
+    with `depthwise_shift` PartialShift as DepthwisePartialShift. Every other layer is shared
+    with `model`, names included."""
 
     def clone(layer: keras.layers.Layer) -> keras.layers.Layer:
         if type(layer) is keras.layers.LayerNormalization and not layer.rms_scaling:
             return _respelled(layer, CenteredLayerNorm)
         if additive_mask and type(layer) is LocalitySelfAttention:
             return _respelled(layer, AdditiveMaskLocalitySelfAttention)
+        if depthwise_shift and type(layer) is PartialShift:
+            return _respelled(layer, DepthwisePartialShift)
         return layer
 
     return keras.models.clone_model(model, clone_function=clone)
 
 
-def saved_model(src: ExportSource, batch: int | None = None, additive_mask: bool = False) -> Path:
+def saved_model(
+    src: ExportSource,
+    batch: int | None = None,
+    additive_mask: bool = False,
+    depthwise_shift: bool = False,
+) -> Path:
     """The run's model, spelled by `tflite_spelling`, as a SavedModel with signature
     serving_default(image) -> {logits}.
 
     batch=None keeps the batch dimension dynamic; an int fixes it in the signature.
     """
-    key = ("saved_model" if batch is None else f"saved_model_b{batch}") + (
-        "_additive_mask" if additive_mask else ""
+    spelling = ("_additive_mask" if additive_mask else "") + (
+        "_depthwise_shift" if depthwise_shift else ""
     )
+    key = ("saved_model" if batch is None else f"saved_model_b{batch}") + spelling
 
     def write() -> Path:
         folder = Path(src.scratch) / key
         model = src.memo(
-            f"tflite_spelling_{additive_mask}", lambda: tflite_spelling(src.model, additive_mask)
+            f"tflite_spelling{spelling}",
+            lambda: tflite_spelling(src.model, additive_mask, depthwise_shift),
         )
         archive = keras.export.ExportArchive()
         archive.track(model)
@@ -120,7 +142,8 @@ def representative_dataset(images: np.ndarray) -> Callable[[], Iterator[dict[str
 
 def _converter(src: ExportSource, recipe: Recipe) -> tf.lite.TFLiteConverter:
     converter = tf.lite.TFLiteConverter.from_saved_model(
-        str(saved_model(src, recipe.batch, recipe.additive_mask)), signature_keys=[SIGNATURE_KEY]
+        str(saved_model(src, recipe.batch, recipe.additive_mask, recipe.depthwise_shift)),
+        signature_keys=[SIGNATURE_KEY],
     )
     builtins = (
         tf.lite.OpsSet.TFLITE_BUILTINS_INT8 if recipe.int8 else tf.lite.OpsSet.TFLITE_BUILTINS

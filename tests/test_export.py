@@ -31,7 +31,7 @@ from export.tflite import tflite_spelling
 from export.xnnpack import delegation
 from toolkit.data import load_data
 from toolkit.errors import UsageError
-from toolkit.ops import AdditiveMaskLocalitySelfAttention, CenteredLayerNorm
+from toolkit.ops import AdditiveMaskLocalitySelfAttention, CenteredLayerNorm, DepthwisePartialShift
 from toolkit.runfolder import open_run
 from toolkit.training.train import TrainOptions, train
 from toolkit.versions import versions
@@ -304,14 +304,19 @@ def test_onnx_graph_has_fused_norms_and_no_shape_arithmetic(exported, tmp_path):
 
 
 @pytest.mark.parametrize("additive_mask", [False, True])
-def test_tflite_spelling_keeps_the_function_and_shares_the_other_layers(exported, additive_mask):
+@pytest.mark.parametrize("depthwise_shift", [False, True])
+def test_tflite_spelling_keeps_the_function_and_shares_the_other_layers(
+    exported, additive_mask, depthwise_shift
+):
     model = exported["model"]
-    spelled = tflite_spelling(model, additive_mask)
+    spelled = tflite_spelling(model, additive_mask, depthwise_shift)
     x = exported["test_images"][:4]
     np.testing.assert_allclose(spelled(x), model(x), atol=1e-5)
     swaps = {"LayerNormalization": CenteredLayerNorm}
     if additive_mask:
         swaps["LocalitySelfAttention"] = AdditiveMaskLocalitySelfAttention
+    if depthwise_shift:
+        swaps["PartialShift"] = DepthwisePartialShift
     for old_class, new_class in swaps.items():
         top = [la.name for la in model.layers if type(la).__name__ == old_class]
         assert [la.name for la in spelled.layers if type(la) is new_class] == top
@@ -329,6 +334,20 @@ def test_tflite_norms_use_the_centered_spelling(exported, fmt):
     norms = _keras_layers(model, "LayerNormalization")
     top = sum(type(layer).__name__ == "LayerNormalization" for layer in model.layers)
     assert ops["RSQRT"] == norms and ops["NEG"] == norms - top, ops
+
+
+@pytest.mark.parametrize("fmt", [n for n, f in FORMATS.items() if f.runtime == "litert"])
+def test_tflite_shift_is_one_depthwise_conv_in_float_files_only(exported, fmt):
+    """Float recipes spell each PartialShift as one DEPTHWISE_CONV_2D; int8 and dynamic-range
+    files keep the pad, slices and concatenate (one scale throughout; XNNPACK takes them)."""
+    path = exported["out"] / FORMATS[fmt].filename
+    ops = Counter(op.name for op in tflite_op_sequence(path.read_bytes()))
+    shifts = _keras_layers(exported["model"], "PartialShift")  # none in a ViT
+    depthwise = FORMATS[fmt].settings.depthwise_shift
+    assert ops["DEPTHWISE_CONV_2D"] == (shifts if depthwise else 0), ops
+    if shifts:  # the slices are the shift's only
+        assert (ops["STRIDED_SLICE"] == 0) == depthwise, ops
+    assert delegation(path).fully_delegated, delegation(path).not_delegated
 
 
 ADDITIVE_MASK = [n for n, f in FORMATS.items() if getattr(f.settings, "additive_mask", False)]

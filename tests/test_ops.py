@@ -16,6 +16,7 @@ from toolkit.ops import (
     MLP,
     AdditiveMaskLocalitySelfAttention,
     CenteredLayerNorm,
+    DepthwisePartialShift,
     Dropout,
     DropPath,
     LocalitySelfAttention,
@@ -37,6 +38,7 @@ from toolkit.ops import (
 LAYER_CASES = [
     (lambda: PartialShift(), (2, 12, 12, 96), (2, 12, 12, 96)),
     (lambda: PartialShift(num_div=12, shift_pixel=2), (2, 7, 9, 50), (2, 7, 9, 50)),
+    (lambda: DepthwisePartialShift(num_div=12, shift_pixel=2), (2, 7, 9, 50), (2, 7, 9, 50)),
     (lambda: ShiftedPatchTokenization(6, 64), (2, 24, 24, 3), (2, 16, 64)),
     (lambda: ShiftedPatchTokenization(4, 32, vanilla=True), (2, 8, 12, 3), (2, 6, 32)),
     (lambda: SelfAttention(4, 16, dropout=0.1), (2, 10, 32), (2, 10, 32)),
@@ -143,15 +145,17 @@ def test_reference_partial_shift_by_hand():
     ],
 )
 @pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
-def test_partial_shift_bit_exact(shape, num_div, shift_pixel, training):
+@pytest.mark.parametrize("cls", [PartialShift, DepthwisePartialShift], ids=["slices", "depthwise"])
+def test_partial_shift_bit_exact(cls, shape, num_div, shift_pixel, training):
     x = rng().standard_normal(shape).astype("float32")
-    got = to_np(PartialShift(num_div, shift_pixel)(x, training=training))
+    got = to_np(cls(num_div, shift_pixel)(x, training=training))
     np.testing.assert_array_equal(got, reference_partial_shift(x, num_div, shift_pixel))
 
 
+@pytest.mark.parametrize("cls", [PartialShift, DepthwisePartialShift], ids=["slices", "depthwise"])
 @pytest.mark.parametrize("spatial", [(7, 9), (None, None)], ids=["static", "dynamic"])
-def test_partial_shift_dynamic_batch_graph(spatial):
-    model = keras.Sequential([keras.Input((*spatial, 50)), PartialShift(12, 2)])
+def test_partial_shift_dynamic_batch_graph(cls, spatial):
+    model = keras.Sequential([keras.Input((*spatial, 50)), cls(12, 2)])
     for batch in (1, 3):
         x = rng(batch).standard_normal((batch, 7, 9, 50)).astype("float32")
         np.testing.assert_array_equal(to_np(model(x)), reference_partial_shift(x, 12, 2))

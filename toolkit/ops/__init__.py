@@ -21,11 +21,17 @@ from toolkit.ops.patches import (
     shifted_images,
     shifted_patches,
 )
-from toolkit.ops.shift import PartialShift, reference_partial_shift
+from toolkit.ops.shift import (
+    DepthwisePartialShift,
+    PartialShift,
+    reference_partial_shift,
+    shift_kernel,
+)
 
 __all__ = [
     "AdditiveMaskLocalitySelfAttention",
     "CenteredLayerNorm",
+    "DepthwisePartialShift",
     "MLP",
     "DropPath",
     "Dropout",
@@ -44,5 +50,6 @@ __all__ = [
     "reference_self_attention",
     "reference_shifted_patches",
     "shifted_images",
+    "shift_kernel",
     "shifted_patches",
 ]

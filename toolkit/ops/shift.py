@@ -98,3 +98,31 @@ def reference_partial_shift(x: np.ndarray, num_div: int, shift_pixel: int) -> np
         out[:, s:, :, 3 * g : 4 * g] = x[:, : h - s, :, 3 * g : 4 * g]  # down: out[h] = x[h - s]
     out[..., 4 * g :] = x[..., 4 * g :]
     return out
+
+
+def shift_kernel(channels: int, num_div: int, shift_pixel: int) -> np.ndarray:
+    """The partial shift as a depthwise kernel (2s+1, 2s+1, C, 1): one 1 per channel, at the
+    tap that channel reads (cross-correlation: out[h, w] = x[h + i - s, w + j - s] at tap i, j)."""
+    g = channels // num_div
+    s = shift_pixel
+    kernel = np.zeros((2 * s + 1, 2 * s + 1, channels, 1), np.float32)
+    kernel[s, s, 4 * g :] = 1.0  # the rest stay
+    for k, (i, j) in enumerate([(s, 2 * s), (s, 0), (2 * s, s), (0, s)]):  # left right up down
+        kernel[i, j, k * g : (k + 1) * g] = 1.0
+    return kernel
+
+
+@keras.saving.register_keras_serializable(package="toolkit")
+class DepthwisePartialShift(PartialShift):
+    """PartialShift (same arguments, same values) as one depthwise convolution with one-hot
+    kernels and zero padding: 1 TFLite op instead of a pad, up to 5 slices and a concatenate,
+    each of which costs XNNPACK a dispatch at batch 1. Exact in float: every output is one input
+    times 1 plus zeros. The TFLite export swaps it in (export.tflite)."""
+
+    def call(self, x: keras.KerasTensor, training: bool | None = None) -> keras.KerasTensor:
+        """One depthwise convolution over the channels, 'same' zero padding."""
+        if x.shape[-1] // self.num_div == 0:
+            return x
+        kernel = shift_kernel(x.shape[-1], self.num_div, self.shift_pixel)
+        kernel = keras.ops.convert_to_tensor(kernel, dtype=x.dtype)
+        return keras.ops.depthwise_conv(x, kernel, strides=1, padding="same")
