@@ -21,12 +21,7 @@ from toolkit.ops.patches import (
     shifted_images,
     shifted_patches,
 )
-from toolkit.ops.shift import (
-    DepthwisePartialShift,
-    PartialShift,
-    reference_partial_shift,
-    shift_kernel,
-)
+from toolkit.ops.shift import DepthwisePartialShift, PartialShift, reference_partial_shift
 
 __all__ = [
     "AdditiveMaskLocalitySelfAttention",
@@ -50,6 +45,5 @@ __all__ = [
     "reference_self_attention",
     "reference_shifted_patches",
     "shifted_images",
-    "shift_kernel",
     "shifted_patches",
 ]

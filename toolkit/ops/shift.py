@@ -21,6 +21,13 @@ def _shift_axis(
     return keras.ops.pad(group[tuple(index)], pads)
 
 
+def _read_offsets(s: int) -> list[tuple[int, int]]:
+    """Where each moved group reads, as (row, col) in x padded by s on each side (equally: the
+    tap of a (2s+1)-square kernel): left reads x[h, w + s], right x[h, w - s], up x[h + s, w],
+    down x[h - s, w]."""
+    return [(s, 2 * s), (s, 0), (2 * s, s), (0, s)]
+
+
 @keras.saving.register_keras_serializable(package="toolkit")
 class PartialShift(keras.layers.Layer):
     """Shift channel groups left, right, up and down (ShiftViT, official code); NHWC.
@@ -62,13 +69,10 @@ class PartialShift(keras.layers.Layer):
             padded = keras.ops.pad(x, [[0, 0], [s, s], [s, s], [0, 0]])
             shape = keras.ops.shape(x)  # ints where static, else tensors
             rows, cols = height or shape[1], width or shape[2]
-            # window origins in `padded`: left reads x[h, w + s], right x[h, w - s],
-            # up x[h + s, w], down x[h - s, w]
-            origins = [(s, 2 * s), (s, 0), (2 * s, s), (0, s)]
             starts = [0, *bounds[:3]]
             parts = [
                 padded[:, r : r + rows, c : c + cols, a:b]
-                for (r, c), a, b in zip(origins, starts, bounds, strict=True)
+                for (r, c), a, b in zip(_read_offsets(s), starts, bounds, strict=True)
             ]
             rest = x[..., 4 * g :]
         if 4 * g < channels:
@@ -107,7 +111,7 @@ def shift_kernel(channels: int, num_div: int, shift_pixel: int) -> np.ndarray:
     s = shift_pixel
     kernel = np.zeros((2 * s + 1, 2 * s + 1, channels, 1), np.float32)
     kernel[s, s, 4 * g :] = 1.0  # the rest stay
-    for k, (i, j) in enumerate([(s, 2 * s), (s, 0), (2 * s, s), (0, s)]):  # left right up down
+    for k, (i, j) in enumerate(_read_offsets(s)):
         kernel[i, j, k * g : (k + 1) * g] = 1.0
     return kernel
 
