@@ -14,7 +14,7 @@ import pytest
 
 from bench import roofline, suite
 from bench.machine import last_level_cache_bytes
-from bench.studies import interleaved
+from bench.studies import interleaved, kernel_profile
 from bench.suite import ACCURACY_CACHE
 from cli.main import main
 from export import export_run
@@ -583,3 +583,55 @@ def test_interleaved_bad_input_exits_2(run_dir, tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert words in err and len(err.splitlines()) == 1
     assert list(folder.iterdir()) == []
+
+
+# -- bench.studies.kernel_profile: native kernels of a file's calls, sampled by perf --
+
+PERF_REPORT = (
+    "# Samples: 325K of event 'cpu-clock'\n"
+    "#\n"
+    "# Overhead\tShared Object      \tSymbol\n"
+    " 57.21% \tlibpywrap_litert_common.so \t[.] xnn_qs8_qc8w_gemm_minmax_fp32_ukernel_3x8c8__avx2\n"
+    " 0.63%  \t[kernel.kallsyms]  \t[k] _raw_spin_unlock_irqrestore\n"
+    " 12.05% \tlibpywrap_litert_common.so \t[.] thread_main\n"
+    "\n"
+)
+
+
+def test_kernel_profile_parses_perf_report_largest_first():
+    rows = kernel_profile.parse_report(PERF_REPORT)
+    assert [r.share for r in rows] == pytest.approx([0.5721, 0.1205, 0.0063])
+    assert [(r.library, r.symbol) for r in rows] == [
+        ("libpywrap_litert_common.so", "xnn_qs8_qc8w_gemm_minmax_fp32_ukernel_3x8c8__avx2"),
+        ("libpywrap_litert_common.so", "thread_main"),
+        ("[kernel.kallsyms]", "_raw_spin_unlock_irqrestore"),
+    ]
+    table = kernel_profile.markdown(Path("m.tflite"), rows, 2, 10, 1)
+    assert "| 57.2% | libpywrap_litert_common.so |" in table
+    assert table.splitlines()[-1] == "| 0.6% | | 1 other symbols |"
+
+
+def test_kernel_profile_without_perf_exits_2(run_dir, monkeypatch, capsys):
+    monkeypatch.setattr(kernel_profile.shutil, "which", lambda name: None)
+    file = run_dir / "export" / "model_int8.tflite"
+    assert kernel_profile.main([str(file), "--seconds", "1"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "perf not found" in captured.err
+
+
+def _perf_usable() -> bool:
+    try:
+        kernel_profile.perf_binary()
+    except Exception:  # noqa: BLE001  (no perf, or no permission to sample)
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _perf_usable(), reason="perf is not installed or cannot sample here")
+def test_kernel_profile_samples_xnnpack_kernels(run_dir, capsys):
+    file = run_dir / "export" / "model_int8.tflite"
+    assert kernel_profile.main([str(file), "--seconds", "1", "--threads", "1", "--top", "5"]) == 0
+    rows, calls = kernel_profile.profile(file, None, 1, 1, kernel_profile.perf_binary())
+    assert calls > 0 and 0.95 < sum(r.share for r in rows) < 1.05  # rows are rounded
+    assert any(r.symbol.startswith("xnn_") for r in rows)  # XNNPACK ran the calls
+    assert "| share | library | symbol |" in capsys.readouterr().out

@@ -8,6 +8,7 @@ ONNX Runtime: SessionOptions.enable_profiling, node events summed per op type an
 the runs. LiteRT's Python API has no op profiler (that is the C++ benchmark_model's
 --enable_op_profiling), so for .tflite it lists the op types of the graph after the XNNPACK
 delegate is applied: a DELEGATE node per delegated partition, every other op a CPU kernel.
+Where the time goes inside XNNPACK: `python -m bench.studies.kernel_profile FILE.tflite`.
 """
 
 from __future__ import annotations
