@@ -619,6 +619,17 @@ def test_kernel_profile_without_perf_exits_2(run_dir, monkeypatch, capsys):
     assert captured.out == "" and captured.err.count("\n") == 1 and "perf not found" in captured.err
 
 
+def test_kernel_profile_perf_that_cannot_sample_exits_2(run_dir, tmp_path, monkeypatch, capsys):
+    fake = tmp_path / "perf"
+    fake.write_text("#!/bin/sh\necho 'Error: no access to perf_event_open' >&2\nexit 255\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(kernel_profile.shutil, "which", lambda name: str(fake))
+    file = run_dir / "export" / "model_int8.tflite"
+    assert kernel_profile.main([str(file), "--seconds", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no access to perf_event_open" in err
+
+
 def _perf_usable() -> bool:
     try:
         kernel_profile.perf_binary()

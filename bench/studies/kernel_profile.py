@@ -48,6 +48,11 @@ class KernelRow:
     symbol: str
 
 
+def _first_line(text: str) -> str:
+    """The first line of a tool's message, for a one-line error."""
+    return (text.strip().splitlines() or ["no message"])[0]
+
+
 def perf_binary() -> str:
     """The `perf` executable, checked to be able to sample here (UsageError otherwise)."""
     perf = shutil.which("perf")
@@ -60,9 +65,9 @@ def perf_binary() -> str:
             text=True,
         )
     if probe.returncode != 0:
-        why = (probe.stderr.strip().splitlines() or ["no message"])[0]
         raise UsageError(
-            f"perf cannot sample here ({why}): run as root or lower perf_event_paranoid"
+            f"perf cannot sample here ({_first_line(probe.stderr)}): "
+            "run as root or lower perf_event_paranoid"
         )
     return perf
 
@@ -104,13 +109,14 @@ def profile(
             calls += 1
         _, err = sampler.communicate()
         if sampler.returncode != 0:
-            raise UsageError(f"perf record failed: {(err.strip().splitlines() or ['?'])[0]}")
+            raise UsageError(f"perf record failed: {_first_line(err)}")
         report = subprocess.run(
             [perf, "report", "-i", data, "--stdio", "--sort", "dso,sym", "-t", "\t"],
             capture_output=True,
             text=True,
-            check=True,
         )
+    if report.returncode != 0:
+        raise UsageError(f"perf report failed: {_first_line(report.stderr)}")
     return parse_report(report.stdout), calls
 
 
