@@ -606,7 +606,8 @@ def test_kernel_profile_parses_perf_report_largest_first():
         ("libpywrap_litert_common.so", "thread_main"),
         ("[kernel.kallsyms]", "_raw_spin_unlock_irqrestore"),
     ]
-    table = kernel_profile.markdown(Path("m.tflite"), rows, 2, 10, 1)
+    table = kernel_profile.markdown(Path("m.tflite"), rows, 2, 10, 2.0, 1)
+    assert table.startswith("m.tflite: 10 batch-1 calls in 2.0 s (200.000 ms a call), 1 s of")
     assert "| 57.2% | libpywrap_litert_common.so |" in table
     assert table.splitlines()[-1] == "| 0.6% | | 1 other symbols |"
 
@@ -642,7 +643,9 @@ def _perf_usable() -> bool:
 def test_kernel_profile_samples_xnnpack_kernels(run_dir, capsys):
     file = run_dir / "export" / "model_int8.tflite"
     assert kernel_profile.main([str(file), "--seconds", "1", "--threads", "1", "--top", "5"]) == 0
-    rows, calls = kernel_profile.profile(file, None, 1, 1, kernel_profile.perf_binary())
-    assert calls > 0 and 0.95 < sum(r.share for r in rows) < 1.05  # rows are rounded
+    rows, calls, seconds = kernel_profile.profile(file, None, 1, 1, kernel_profile.perf_binary())
+    assert (
+        calls > 0 and seconds >= 1.0 and 0.95 < sum(r.share for r in rows) < 1.05
+    )  # rows are rounded
     assert any(r.symbol.startswith("xnn_") for r in rows)  # XNNPACK ran the calls
     assert "| share | library | symbol |" in capsys.readouterr().out

@@ -31,6 +31,7 @@ os.environ.setdefault("TOOLKIT_IMPORT_KERAS", "0")  # profile the runtime, witho
 
 from toolkit.argtypes import OneLineParser, positive_int  # noqa: E402
 from toolkit.errors import UsageError  # noqa: E402
+from toolkit.progress import progress  # noqa: E402
 from toolkit.runtimes import open_artifact  # noqa: E402
 from toolkit.runtimes.base import RuntimeOptions  # noqa: E402
 from toolkit.runtimes.worker import input_batch  # noqa: E402
@@ -88,12 +89,15 @@ def parse_report(text: str) -> list[KernelRow]:
 
 def profile(
     path: Path, runtime: str | None, threads: int, seconds: float, perf: str
-) -> tuple[list[KernelRow], int]:
-    """Sample this process while it calls `path` at batch 1 for `seconds`: (rows, calls made)."""
+) -> tuple[list[KernelRow], int, float]:
+    """Sample this process while it calls `path` at batch 1 for about `seconds`: (rows, calls
+    made, seconds they took)."""
+    progress("kernel profile step", 1, 3, f"opening {path.name}, {WARMUP_CALLS} warm-up calls")
     session = open_artifact(path, runtime, RuntimeOptions(threads=threads))
     images = input_batch(session.input.shape, 1)
     for _ in range(WARMUP_CALLS):
         session.run(images)
+    progress("kernel profile step", 2, 3, f"calling it for {seconds:g} s under perf record")
     with tempfile.TemporaryDirectory(prefix="kernel-profile-") as folder:
         data = f"{folder}/perf.data"
         record = [perf, "record", "-q", "-e", "cpu-clock", "-F", str(SAMPLE_HZ)]
@@ -107,9 +111,11 @@ def profile(
         while sampler.poll() is None and time.monotonic() - started < seconds + 30:
             session.run(images)
             calls += 1
+        elapsed = time.monotonic() - started
         _, err = sampler.communicate()
         if sampler.returncode != 0:
             raise UsageError(f"perf record failed: {_first_line(err)}")
+        progress("kernel profile step", 3, 3, "perf report")
         report = subprocess.run(
             [perf, "report", "-i", data, "--stdio", "--sort", "dso,sym", "-t", "\t"],
             capture_output=True,
@@ -117,14 +123,16 @@ def profile(
         )
     if report.returncode != 0:
         raise UsageError(f"perf report failed: {_first_line(report.stderr)}")
-    return parse_report(report.stdout), calls
+    return parse_report(report.stdout), calls, elapsed
 
 
-def markdown(path: Path, rows: list[KernelRow], top: int, calls: int, seconds: float) -> str:
+def markdown(
+    path: Path, rows: list[KernelRow], top: int, calls: int, elapsed: float, sampled: float
+) -> str:
     """The `top` symbols as a table, the rest summed in one line."""
     lines = [
-        f"{path}: {calls} batch-1 calls in {seconds:g} s under perf (cpu-clock samples, all "
-        "threads)",
+        f"{path}: {calls} batch-1 calls in {elapsed:.1f} s ({1e3 * elapsed / max(calls, 1):.3f} "
+        f"ms a call), {sampled:g} s of them sampled by perf (cpu-clock, all threads)",
         "| share | library | symbol |",
         "|---:|---|---|",
         *(f"| {r.share:.1%} | {r.library} | `{r.symbol}` |" for r in rows[:top]),
@@ -147,11 +155,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         perf = perf_binary()
-        rows, calls = profile(args.artifact, args.runtime, args.threads, args.seconds, perf)
+        rows, calls, elapsed = profile(
+            args.artifact, args.runtime, args.threads, args.seconds, perf
+        )
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(markdown(args.artifact, rows, args.top, calls, args.seconds), end="")
+    print(markdown(args.artifact, rows, args.top, calls, elapsed, args.seconds), end="")
     return 0
 
 
