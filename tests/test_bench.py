@@ -634,7 +634,7 @@ def test_kernel_profile_perf_that_cannot_sample_exits_2(run_dir, tmp_path, monke
 def _perf_usable() -> bool:
     try:
         kernel_profile.perf_binary()
-    except Exception:  # noqa: BLE001  (no perf, or no permission to sample)
+    except kernel_profile.UsageError:  # no perf, or no permission to sample
         return False
     return True
 

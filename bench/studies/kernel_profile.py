@@ -112,6 +112,10 @@ def profile(
             session.run(images)
             calls += 1
         elapsed = time.monotonic() - started
+        if sampler.poll() is None:  # perf outlived its `sleep` by far
+            sampler.kill()
+            sampler.communicate()
+            raise UsageError(f"perf record did not stop within {seconds + 30:g} s")
         _, err = sampler.communicate()
         if sampler.returncode != 0:
             raise UsageError(f"perf record failed: {_first_line(err)}")
