@@ -1,6 +1,6 @@
 """Which native kernels an artifact's batch-1 calls spend their CPU time in, sampled by `perf`.
 
-    python -m bench.studies.kernel_profile FILE [--runtime R] [--threads 2] [--seconds 5]
+    python -m bench.studies.kernel_profile FILE [--runtime R] [--threads N] [--seconds 5]
         [--top 15]
 
 LiteRT's Python API has no op profiler, and XNNPACK runs a whole graph as one delegate node, so
