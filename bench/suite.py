@@ -15,7 +15,7 @@ from bench.machine import describe, last_level_cache_bytes
 from toolkit.progress import progress
 from toolkit.runtimes import RUNTIMES
 from toolkit.runtimes.timing import Protocol
-from toolkit.runtimes.worker import run_worker
+from toolkit.runtimes.worker import TIMED_CALL, run_worker
 
 KERAS_FORMAT = roofline.KERAS_FORMAT
 ACCURACY_CACHE = "bench_top1.json"
@@ -257,7 +257,7 @@ def run_suite(
             "threads": plan.threads,
             "batches": plan.batches,
             "runtimes": plan.runtimes,
-            "timer": "time.perf_counter_ns per call; one fresh process per row",
+            "timer": f"time.perf_counter_ns per call; {TIMED_CALL}; one fresh process per row",
         },
         "data": data,
         "roofline": measure_roofline(plan, rows, cache or roofline.cache_dir()),

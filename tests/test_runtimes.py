@@ -19,9 +19,10 @@ from toolkit.runtimes import (
     RuntimeOptions,
     RuntimeUnavailable,
     TensorSpec,
+    base,
     open_artifact,
 )
-from toolkit.runtimes.base import run_images, to_input, to_logits
+from toolkit.runtimes.base import PreparedRun, run_images, to_input, to_logits
 from toolkit.runtimes.litert import LiteRTSession, load_interpreter
 
 SHAPE = (32, 32, 3)
@@ -158,6 +159,44 @@ def test_fixed_batch_models_run_in_chunks():
     assert seen == [2, 2, 2] and out[:, 0].tolist() == [3.0] * 5
     with pytest.raises(ValueError, match="do not fit"):
         run_images(call, np.ones((5, 4), np.float32), spec, spec)
+
+
+@pytest.mark.parametrize("key", [".keras", ".tflite", ".onnx", "int8"])
+def test_bound_run_gives_the_logits_of_run(artifacts, key):
+    """What bench times (`bind`, then `run()`) computes what `run` returns, int8 file included."""
+    _, paths = artifacts
+    session = open_artifact(paths[key], options=RuntimeOptions(threads=2))
+    images = random_images(3, seed=4)
+    bound = session.bind(images)
+    for _ in range(2):
+        bound.run()
+        np.testing.assert_allclose(bound.logits(), session.run(images), rtol=0, atol=1e-6)
+
+
+def test_prepared_run_converts_once_and_calls_per_fixed_batch(monkeypatch):
+    """The pixels are quantized once, at bind; each run is the fixed-batch calls alone."""
+    conversions, seen = [], []
+    monkeypatch.setattr(
+        base, "to_input", lambda x, spec: conversions.append(1) or to_input(x, spec)
+    )
+
+    def call(x: np.ndarray) -> np.ndarray:
+        seen.append(x.copy())
+        return x[:, :1]
+
+    spec = TensorSpec("x", (2, 3), "int8", scale=2.0, zero_point=-10)
+    bound = PreparedRun(
+        call, np.full((5, 3), 4.0, np.float32), spec, TensorSpec("y", (2, 1), "int8", 0.5, 0)
+    )
+    for _ in range(3):
+        bound.run()
+    assert len(conversions) == 1 and [len(x) for x in seen] == [2, 2, 2] * 3
+    assert all(x.dtype == np.int8 for x in seen) and seen[2].tolist() == [[-8] * 3, [0] * 3]
+    assert bound.logits().tolist() == [[-4.0]] * 5  # (-8 - 0) x 0.5, the padding row dropped
+    with pytest.raises(ValueError, match="no images"):
+        PreparedRun(call, np.zeros((0, 3), np.float32), spec, spec)
+    with pytest.raises(ValueError, match="do not fit"):
+        PreparedRun(call, np.zeros((2, 4), np.float32), spec, spec)
 
 
 def test_ort_cuda_never_answers_with_cpu(artifacts):

@@ -8,7 +8,8 @@ its own peak memory. On a shared VM whose speed moves over seconds, a ratio betw
 timed a minute apart carries that drift. Here every CPU file of RUN/export/model.json is opened
 once in this process, in its format's runtime, and timed in round-robin segments (`--calls`
 batch-1 calls of each file per segment, every other segment in reverse order, so that no file
-always runs right after the same one). A file's figure is the median of its segment p50s; a
+always runs right after the same one); a call is what `toolkit bench` times (`TIMED_CALL`).
+A file's figure is the median of its segment p50s; a
 ratio is the median over segments of the two files' p50 ratio within the same segment. Ratios:
 each file against the fp32 file of its runtime (`tflite` on LiteRT, `onnx` on ONNX Runtime CPU),
 and ONNX Runtime fp32 against LiteRT fp32. With `--before RUN0` (the same model exported by an
@@ -38,7 +39,7 @@ from toolkit.runfolder import open_run
 from toolkit.runtimes import open_artifact
 from toolkit.runtimes.base import RuntimeOptions
 from toolkit.runtimes.timing import Protocol, time_calls
-from toolkit.runtimes.worker import input_batch
+from toolkit.runtimes.worker import TIMED_CALL, input_batch
 
 CPU_RUNTIMES = ("litert", "ort-cpu")  # the runtimes whose files this study times together
 FP32 = {f.runtime: name for name, f in FORMATS.items() if f.precision == "fp32"}
@@ -83,8 +84,7 @@ def _calls(run_dir: Path, formats: list[str], threads: int, warmup: int) -> dict
     for name in chosen:
         path = run.export_dir / artifacts[name]["file"]
         session = open_artifact(path, FORMATS[name].runtime, RuntimeOptions(threads=threads))
-        images = input_batch(session.input.shape, 1)
-        calls[name] = lambda s=session, x=images: s.run(x)
+        calls[name] = session.bind(input_batch(session.input.shape, 1)).run  # as bench times
         for _ in range(warmup):
             calls[name]()
     return calls
@@ -149,7 +149,7 @@ def markdown(report: dict) -> str:
         "- versions: " + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()),
         f"- protocol: batch 1, {report['threads']} threads, {report['warmup']} warmup calls per "
         f"file, then {report['segments']} round-robin segments of {report['calls']} calls of "
-        "each file in one process, every other segment in reverse order",
+        "each file in one process, every other segment in reverse order; " + report["call"],
     ]
     before = report.get("before")
     head = "| format | runtime | p50 ms (median of segments) | x its runtime's fp32 |"
@@ -214,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         "segments": args.segments,
         "calls": args.calls,
         "warmup": args.warmup,
+        "call": TIMED_CALL,
         **measured,
     }
     print(markdown(report), end="")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.runtimes.base import RuntimeOptions, TensorSpec, only, run_images
+from toolkit.runtimes.base import PreparedRun, RuntimeOptions, TensorSpec, only, run_images
 
 
 def _spec(tensor) -> TensorSpec:
@@ -27,6 +27,10 @@ class KerasSession:
     def run(self, images: np.ndarray) -> np.ndarray:
         """(N, H, W, 3) float32 0-255 -> (N, classes) float32 logits."""
         return run_images(self.model.predict_on_batch, images, self.input, self.output)
+
+    def bind(self, images: np.ndarray) -> PreparedRun:
+        """`images` as a float32 batch once; `run()` is one `predict_on_batch`."""
+        return PreparedRun(self.model.predict_on_batch, images, self.input, self.output)
 
 
 _BACKEND_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}

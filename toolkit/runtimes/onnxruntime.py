@@ -23,6 +23,7 @@ from toolkit.runtimes.base import (
     RuntimeOptions,
     RuntimeUnavailable,
     TensorSpec,
+    check_images,
     only,
     run_images,
     to_input,
@@ -69,7 +70,7 @@ def cuda_providers(cuda_graph: bool) -> list:
     return [(CUDA, {CUDA_GRAPH_OPTION: "1" if cuda_graph else "0"}), CPU]
 
 
-class BoundRun:
+class IoBoundRun:
     """One input batch and a preallocated output bound on the session's device (ORT IO
     binding), at addresses that stay fixed from run to run, as CUDA graphs need.
 
@@ -112,9 +113,10 @@ class OrtSession:
         """(N, H, W, 3) float32 0-255 -> (N, classes) float32 logits."""
         return run_images(self._call, images, self.input, self.output)
 
-    def bind(self, images: np.ndarray) -> BoundRun:
-        """`images` copied once to the session's device and the output preallocated there;
-        on ort-cuda, in a session that replays a CUDA graph when the graph allows one."""
+    def bind(self, images: np.ndarray) -> IoBoundRun:
+        """`images` in the input's dtype, copied once to the session's device, and the output
+        preallocated there (IO binding, as onnxruntime_perf_test runs); on ort-cuda, in a
+        session that replays a CUDA graph when the graph allows one."""
         import onnxruntime as ort
 
         device = DEVICES[self.runtime]
@@ -122,13 +124,13 @@ class OrtSession:
         if self.runtime == "ort-cuda":
             session, cuda_graph = _cuda_graph_session(self.path, self.options, self.session)
         self.settings = {**self.settings, "cuda_graph": cuda_graph}
-        x = to_input(np.asarray(images), self.input)
+        x = to_input(check_images(images, self.input), self.input)
         shape = [len(x), *(d or 1 for d in self.output.shape[1:])]
         y = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.dtype(self.output.dtype), device, 0)
         binding = session.io_binding()
         binding.bind_ortvalue_input(self.input.name, ort.OrtValue.ortvalue_from_numpy(x, device, 0))
         binding.bind_ortvalue_output(self.output.name, y)
-        return BoundRun(session, binding, self.output, cuda_graph)
+        return IoBoundRun(session, binding, self.output, cuda_graph)
 
 
 def _cuda_graph_session(path: Path, options: RuntimeOptions, fallback) -> tuple[object, str]:

@@ -6,8 +6,11 @@
 candidate) time artifacts this way, through `run_worker`, so that peak resident memory belongs to
 that artifact alone and no candidate inherits another's warm caches. Only numpy and the runtime
 are imported for .onnx and .tflite files (no TensorFlow: it runs on a box with onnxruntime-gpu
-alone). ort-cuda times IO-bound runs: the input batch is copied to the GPU once and the output
-stays there, as an app on a GPU would. The line holds status ok, failed (with the reason) or
+alone). Every row times the session's bound run (`Session.bind`): the input batch is converted
+to the file's dtype once (an int8 file's quantized pixels are the app's preprocessing, not the
+model's latency), ONNX Runtime's input and output stay bound on its device (on a GPU, as an app
+keeps them there), so a timed call is the runtime's alone, as LiteRT's benchmark_model and
+onnxruntime_perf_test time it. The line holds status ok, failed (with the reason) or
 unavailable (with the reason).
 """
 
@@ -19,7 +22,6 @@ import os
 import resource
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -31,8 +33,11 @@ MODULE = "toolkit.runtimes.worker"  # what `python -m` runs
 IMPORT_KERAS = "TOOLKIT_IMPORT_KERAS"  # "0": `import toolkit` leaves TensorFlow and Keras out
 WORKER_TIMEOUT_S = 900
 KERAS_RUNTIMES = ("keras",)  # the runtimes that need TensorFlow imported
-BOUND_RUNTIMES = ("ort-cuda",)  # timed with inputs and outputs bound on the device
 INPUT_SEED = 0
+TIMED_CALL = (  # what one timed call is, for reports
+    "a call: the runtime on an input already in the file's dtype (`Session.bind`; int8 files' "
+    "pixels quantized once, as an app's preprocessing)"
+)
 
 
 def peak_rss_mb() -> float:
@@ -65,13 +70,6 @@ def input_batch(shape: tuple[int | None, ...], batch: int) -> np.ndarray:
     return rng.integers(0, 256, (batch, *shape[1:])).astype(np.float32)
 
 
-def _timed_call(session, images: np.ndarray) -> Callable[[], object]:
-    """What one timed inference is: IO-bound on the device for BOUND_RUNTIMES, else `run`."""
-    if session.runtime in BOUND_RUNTIMES:
-        return session.bind(images).run
-    return lambda: session.run(images)
-
-
 def measure(
     artifact: Path, runtime: str, batch: int, protocol: Protocol, threads: int | None
 ) -> dict:
@@ -96,7 +94,7 @@ def measure(
     row.update(providers=list(session.providers), load_ms=load_ms)
     try:
         images = input_batch(session.input.shape, batch)
-        call = _timed_call(session, images)
+        call = session.bind(images).run
         row["settings"] = getattr(session, "settings", None)  # e.g. ORT's session options
         _, row["first_ms"] = timed_once(call)
         times = time_calls(call, protocol)
