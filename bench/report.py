@@ -115,6 +115,12 @@ def roofline_lines(result: dict) -> list[str]:
                 f"{f['memory_bound_share']:.0%} of that time in memory-bound layers)"
             )
         lines.append(line)
+    for what in roof.get("above_roof", []):
+        lines.append(
+            f"  warning: {what}: the machine was slower while the roofline was timed, so "
+            "this run's fractions overstate; bench again, or compare files with "
+            "`python -m bench.studies.interleaved`"
+        )
     return lines
 
 

@@ -20,6 +20,7 @@ from toolkit.runtimes.worker import TIMED_CALL, run_worker
 KERAS_FORMAT = roofline.KERAS_FORMAT
 ACCURACY_CACHE = "bench_top1.json"
 ROOFLINE_PROTOCOL = Protocol(warmup=3, runs=30, seconds=2.0)
+PEAK_ROUNDS = 2  # each peak kernel is timed this many times, a round over all kernels apart
 
 
 @dataclass(frozen=True)
@@ -140,17 +141,42 @@ def _time_kernel(kernel: roofline.Kernel, cache: Path, threads: int | None) -> d
 
 
 def measure_peaks(plan: Plan, runtimes: set[str], cache: Path) -> tuple[dict, list[dict]]:
-    """Peak GMAC/s per (runtime, precision) of `runtimes`, and the entries that measured them."""
+    """Peak GMAC/s per (runtime, precision) of `runtimes`, and the entries that measured them.
+
+    Each kernel is timed in PEAK_ROUNDS rounds over all kernels, and keeps its fastest: a VM
+    that slows down for a few seconds then spoils one round's figure, not the peak.
+    """
     kernels = [k for (runtime, _), k in roofline.KERNELS.items() if runtime in runtimes]
+    tries: dict[roofline.Kernel, list[dict]] = {kernel: [] for kernel in kernels}
+    for round_ in range(PEAK_ROUNDS):
+        for i, kernel in enumerate(kernels, 1):
+            what = "x".join(map(str, kernel.shape)) + f" {kernel.precision} matmul"
+            step = round_ * len(kernels) + i
+            progress(
+                "roofline peak", step, PEAK_ROUNDS * len(kernels), f"{what} on {kernel.runtime}"
+            )
+            tries[kernel].append(_time_kernel(kernel, cache, plan.threads))
     peaks, entries = {}, []
-    for i, kernel in enumerate(kernels, 1):
-        what = "x".join(map(str, kernel.shape)) + f" {kernel.precision} matmul on {kernel.runtime}"
-        progress("roofline peak", i, len(kernels), what)
-        entries.append(_time_kernel(kernel, cache, plan.threads))
-        if "min_ms" in entries[-1]:
-            entries[-1]["peak_gmacs"] = roofline.peak_gmacs(entries[-1]["min_ms"])
-            peaks[kernel.runtime, kernel.precision] = entries[-1]["peak_gmacs"]
+    for kernel, timed in tries.items():
+        ok = [e for e in timed if "min_ms" in e]
+        entry = min(ok, key=lambda e: e["min_ms"]) if ok else timed[-1]
+        entry = {**entry, "rounds_min_ms": [e.get("min_ms") for e in timed]}
+        if "min_ms" in entry:
+            entry["peak_gmacs"] = roofline.peak_gmacs(entry["min_ms"])
+            peaks[kernel.runtime, kernel.precision] = entry["peak_gmacs"]
+        entries.append(entry)
     return peaks, entries
+
+
+def above_roof(rows: list[dict]) -> list[str]:
+    """The rows that ran faster than a roof allows: the machine was slower while the roofline
+    was timed, so this run's fractions overstate."""
+    return [
+        f"{r['format']} on {r['runtime']} at batch {r['batch']} ran at {r[key]:.0%} of its {roof}"
+        for r in rows
+        for key, roof in (("roofline_fraction", "peak"), ("attainable_fraction", "roofline"))
+        if (r.get(key) or 0) > 1
+    ]
 
 
 def measure_reads(plan: Plan, reads: list[tuple[str, str]], cache: Path) -> tuple[dict, list]:
@@ -201,6 +227,7 @@ def measure_roofline(plan: Plan, rows: list[dict], cache: Path) -> dict:
             {"name": c.name, "macs": c.macs, "parameters": c.parameters} for c in plan.layers
         ],
         "fastest": fastest(rows),
+        "above_roof": above_roof(rows),
     }
 
 

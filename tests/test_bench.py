@@ -14,6 +14,7 @@ import pytest
 
 from bench import roofline, suite
 from bench.machine import last_level_cache_bytes
+from bench.report import roofline_lines
 from bench.studies import interleaved, kernel_profile
 from bench.suite import ACCURACY_CACHE
 from cli.main import main
@@ -296,6 +297,46 @@ def test_weights_that_fit_in_the_cache_get_no_memory_roof(monkeypatch, tmp_path)
 def test_attainable_is_empty_without_a_peak_or_layers():
     assert roofline.attainable(ROW, PEAKS, READS, ()) == {}
     assert roofline.attainable({**ROW, "runtime": "ort-cpu"}, PEAKS, READS, LAYERS) == {}
+
+
+def test_a_peak_is_the_fastest_of_its_rounds_and_a_row_above_a_roof_is_flagged(
+    monkeypatch, tmp_path
+):
+    """A VM slow during one round spoils that round's figure, not the peak; a row faster than
+    a roof says the roofline was timed slow, and bench.md warns."""
+    times = iter([4.0, None, 2.0, 3.0])  # fp32 then int8, round 1; again, round 2
+
+    def timed(kernel, cache, threads):
+        entry = {"runtime": kernel.runtime, "precision": kernel.precision, "status": "ok"}
+        entry["shape"] = list(kernel.shape)
+        ms = next(times)
+        return {**entry, "min_ms": ms} if ms else {**entry, "status": "failed", "reason": "x"}
+
+    monkeypatch.setattr(suite, "_time_kernel", timed)
+    plan = suite.Plan(tmp_path, [], ["ort-cpu"], [1], Protocol(1, 2, None), 1, 10**8, ())
+    peaks, entries = suite.measure_peaks(plan, {"ort-cpu"}, tmp_path)
+    assert [e["rounds_min_ms"] for e in entries] == [[4.0, 2.0], [None, 3.0]]
+    assert peaks["ort-cpu", "fp32"] == pytest.approx(roofline.peak_gmacs(2.0))
+    assert peaks["ort-cpu", "int8"] == pytest.approx(roofline.peak_gmacs(3.0))
+    rows = [
+        {"format": "onnx", "runtime": "ort-cpu", "batch": 1, "roofline_fraction": 1.04},
+        {
+            "format": "tflite",
+            "runtime": "litert",
+            "batch": 1,
+            "roofline_fraction": 0.9,
+            "attainable_fraction": 1.02,
+        },
+        {"format": "keras", "runtime": "keras", "batch": 1, "roofline_fraction": None},
+    ]
+    flagged = suite.above_roof(rows)
+    assert flagged == [
+        "onnx on ort-cpu at batch 1 ran at 104% of its peak",
+        "tflite on litert at batch 1 ran at 102% of its roofline",
+    ]
+    roof = {"peaks": entries, "fastest": [], "above_roof": flagged}
+    warnings = [line for line in roofline_lines({"roofline": roof}) if "warning" in line]
+    assert len(warnings) == 2 and "onnx on ort-cpu" in warnings[0]
 
 
 def test_roofline_reads_the_models_bytes_per_runtime_and_precision_that_ran(tmp_path):
