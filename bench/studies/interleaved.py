@@ -8,13 +8,13 @@ its own peak memory. On a shared VM whose speed moves over seconds, a ratio betw
 timed a minute apart carries that drift. Here every CPU file of RUN/export/model.json is opened
 once in this process, in its format's runtime, and timed in round-robin segments (`--calls`
 batch-1 calls of each file per segment, every other segment in reverse order, so that no file
-always runs right after the same one); a call is what `toolkit bench` times (`TIMED_CALL`).
-A file's figure is the median of its segment p50s; a
-ratio is the median over segments of the two files' p50 ratio within the same segment. Ratios:
-each file against the fp32 file of its runtime (`tflite` on LiteRT, `onnx` on ONNX Runtime CPU),
-and ONNX Runtime fp32 against LiteRT fp32. With `--before RUN0` (the same model exported by an
-earlier toolkit, or another recipe), RUN0's files of the same formats join the round robin and
-each row also gives RUN0's p50 and RUN0 / RUN per segment: a before/after table.
+always runs right after the same one). A call is what `toolkit bench` times (`TIMED_CALL`). A
+file's figure is the median of its segment p50s; a ratio is the median over segments of the
+two files' p50 ratio within the same segment. Ratios: each file against the fp32 file of its
+runtime (`tflite` on LiteRT, `onnx` on ONNX Runtime CPU), and ONNX Runtime fp32 against LiteRT
+fp32. With `--before RUN0` (the same model exported by an earlier toolkit, or another recipe),
+RUN0's files of the same formats join the round robin and each row also gives RUN0's p50 and
+RUN0 / RUN per segment: a before/after table.
 """
 
 from __future__ import annotations

@@ -148,6 +148,7 @@ class PreparedRun:
         self._outputs: list[np.ndarray] = []
 
     def run(self) -> None:
+        """One inference: the runtime's call on each prepared chunk, nothing else."""
         self._outputs = [self._call(chunk) for chunk in self._chunks]
 
     def logits(self) -> np.ndarray:
