@@ -36,7 +36,8 @@ SEARCH_PROTOCOL = Protocol(warmup=5, runs=300, seconds=1.0)
 THREADS = os.cpu_count() or 1  # as `toolkit bench` by default
 LATENCY_TIE = 0.05  # p50s this close count as equal when choosing among candidates
 
-_B1 = dict(optimize=True, int8=True, int8_io=True, batch=1)
+# batch 1 (every shape folds); ShiftViT's shift as one exact int8 depthwise convolution
+_B1 = dict(optimize=True, int8=True, int8_io=True, batch=1, depthwise_shift=True)
 # activation x activation matmuls and softmax; LSA's mask is float by `additive_mask`
 _ATTENTION_OPS = ("BATCH_MATMUL", "SOFTMAX")
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import flatbuffers
 import keras
 import numpy as np
 import tensorflow as tf
@@ -46,8 +47,9 @@ class Recipe:
     # 6 fewer ops per layer; int8 recipes then keep the mask's ops float, fill and all
     additive_mask: bool = False
     # ShiftViT's shift as one DEPTHWISE_CONV_2D (DepthwisePartialShift) instead of a pad, slices
-    # and a concatenate. Float recipes only: int8 would requantize where slices keep the input's
-    # scale, and XNNPACK does not take a dynamic-range (int8-weight) depthwise convolution
+    # and a concatenate. In int8 the convolution's output range is pinned to its input's
+    # (`pin_shift_ranges`), so it moves int8 values exactly, as slices do. Not for dynamic-range
+    # recipes: XNNPACK does not take an int8-weight depthwise convolution on float activations
     depthwise_shift: bool = False
 
     @property
@@ -168,17 +170,78 @@ def _convert(converter: tf.lite.TFLiteConverter) -> bytes:
         return converter.convert()
 
 
-def calibrated_model(src: ExportSource, batch: int | None, additive_mask: bool = False) -> bytes:
+def _moves_data(model: schema.ModelT, graph: schema.SubGraphT, op: schema.OperatorT) -> bool:
+    """Whether `op` is a DEPTHWISE_CONV_2D that only moves values: per channel one weight 1.0
+    and the rest 0, a zero bias or none (ShiftViT's shift as DepthwisePartialShift spells it)."""
+    code = model.operatorCodes[op.opcodeIndex]
+    if (
+        max(code.builtinCode, code.deprecatedBuiltinCode)
+        != schema.BuiltinOperator.DEPTHWISE_CONV_2D
+    ):
+        return False
+
+    def constant(index: int) -> np.ndarray | None:
+        tensor = graph.tensors[index]
+        data = model.buffers[tensor.buffer].data
+        if tensor.type != schema.TensorType.FLOAT32 or data is None:
+            return None
+        return np.frombuffer(bytes(data), np.float32).reshape(tensor.shape)
+
+    kernel = constant(op.inputs[1])
+    bias = constant(op.inputs[2]) if len(op.inputs) > 2 and op.inputs[2] >= 0 else np.zeros(1)
+    if kernel is None or bias is None or bias.any():
+        return False
+    weights = kernel.reshape(-1, kernel.shape[-1])
+    return bool(np.isin(weights, (0.0, 1.0)).all() and (weights.sum(axis=0) == 1.0).all())
+
+
+def pin_shift_ranges(calibrated: bytes) -> bytes:
+    """`calibrated` with the output range of each depthwise convolution that only moves values
+    (ShiftViT's shift) set to its input's range. Its int8 output then has the input's scale and
+    zero point, and its one-hot weights (127 at scale 1/127) give back each input value exactly,
+    as the slices it replaces do. Calibration alone would give the output its own range, and
+    the convolution would requantize."""
+    model = schema.ModelT.InitFromPackedBuf(calibrated, 0)
+    pinned = 0
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            if _moves_data(model, graph, op):
+                source = graph.tensors[op.inputs[0]].quantization
+                output = graph.tensors[op.outputs[0]].quantization
+                output.min, output.max = list(source.min), list(source.max)
+                pinned += 1
+    if not pinned:  # a model without shifts (a ViT)
+        return calibrated
+    builder = flatbuffers.Builder(len(calibrated))
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def calibrated_model(
+    src: ExportSource,
+    batch: int | None,
+    additive_mask: bool = False,
+    depthwise_shift: bool = False,
+) -> bytes:
     """The float model with calibration statistics (min/max per tensor), built once per batch
-    and spelling."""
+    and spelling; with `depthwise_shift`, each shift's output range pinned to its input's."""
 
     def build() -> bytes:
-        recipe = Recipe(optimize=True, int8=True, batch=batch, additive_mask=additive_mask)
+        recipe = Recipe(
+            optimize=True,
+            int8=True,
+            batch=batch,
+            additive_mask=additive_mask,
+            depthwise_shift=depthwise_shift,
+        )
         converter = _converter(src, recipe)
         converter._experimental_calibrate_only = True  # calibrate once, quantize many
-        return _convert(converter)
+        calibrated = _convert(converter)
+        if depthwise_shift:
+            calibrated = pin_shift_ranges(calibrated)
+        return calibrated
 
-    return src.memo(f"calibrated_b{batch}_{additive_mask}", build)
+    return src.memo(f"calibrated_b{batch}_{additive_mask}_{depthwise_shift}", build)
 
 
 # ops with weights: the converter folds a constant scale and shift into the next of these (a
@@ -232,7 +295,7 @@ def _layer_names(model: keras.Model, classes: tuple[str, ...]) -> set[str]:
 
 def _selective_int8(src: ExportSource, recipe: Recipe) -> bytes:
     """Full int8 from the shared calibration, with the recipe's layers and ops left float."""
-    calibrated = calibrated_model(src, recipe.batch, recipe.additive_mask)
+    calibrated = calibrated_model(src, recipe.batch, recipe.additive_mask, recipe.depthwise_shift)
     float_scopes = _layer_names(src.model, recipe.float_layers)
     if recipe.additive_mask:  # a float32-lowest fill has no int8 scale
         float_scopes.add(DIAGONAL_MASK_SCOPE)
@@ -252,7 +315,7 @@ def _selective_int8(src: ExportSource, recipe: Recipe) -> bytes:
 
 def tflite_bytes(src: ExportSource, recipe: Recipe) -> bytes:
     """The .tflite flatbuffer of `recipe` (builtin ops only)."""
-    if recipe.int8 and (recipe.selective or recipe.batch is not None):
+    if recipe.int8 and (recipe.selective or recipe.batch is not None or recipe.depthwise_shift):
         return _selective_int8(src, recipe)
     return _convert(_converter(src, recipe))
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import keras
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -27,11 +28,18 @@ from export.int8_search import recipe_settings
 from export.manifest import MANIFEST_FILE, sha256
 from export.oplist import Op, forbidden_ops, onnx_ops, op_names, tflite_op_sequence, tflite_ops
 from export.pipeline import EXPORT_DIR
-from export.tflite import tflite_spelling
+from export.tflite import INT8, convert_tflite, tflite_spelling
+from export.verify.opexport import OpExport
 from export.xnnpack import delegation
 from toolkit.data import load_data
 from toolkit.errors import UsageError
-from toolkit.ops import AdditiveMaskLocalitySelfAttention, CenteredLayerNorm, DepthwisePartialShift
+from toolkit.ops import (
+    AdditiveMaskLocalitySelfAttention,
+    CenteredLayerNorm,
+    DepthwisePartialShift,
+    PartialShift,
+    reference_partial_shift,
+)
 from toolkit.runfolder import open_run
 from toolkit.training.train import TrainOptions, train
 from toolkit.versions import versions
@@ -324,6 +332,36 @@ def test_tflite_spelling_keeps_the_function_and_shares_the_other_layers(
     assert all(any(la is old for old in model.layers) for la in kept)
 
 
+@pytest.mark.parametrize("shape", [(1, 3, 13), (5, 7, 26)])
+def test_int8_depthwise_shift_moves_int8_values_exactly(tmp_path, shape):
+    """With its output range pinned to its input's, the int8 depthwise shift is the shift of
+    the int8 values themselves (zero point where nothing moves in), bit for bit, even though
+    calibration sees a narrower output range: its extremes sit where the shift drops them."""
+    inputs = keras.Input(shape)
+    model = keras.Model(inputs, PartialShift(12, 1, name="shift")(inputs))
+    rng = np.random.default_rng(0)
+    calibration = rng.uniform(-1, 1, size=(64, *shape)).astype(np.float32)
+    one_hot = np.eye(np.prod(shape), dtype=np.float32).reshape(-1, 1, *shape)
+    dropped = next(i for i, x in enumerate(one_hot) if not reference_partial_shift(x, 12, 1).any())
+    calibration.reshape(64, -1)[:, dropped] = np.where(np.arange(64) % 2, 4.0, -4.0)
+    op = OpExport(model, shape, calibration, tmp_path)
+    path = tmp_path / "shift_int8.tflite"
+    convert_tflite(op.source(), path, replace(INT8, depthwise_shift=True))
+    assert Counter(o.name for o in tflite_op_sequence(path.read_bytes())) == {
+        "DEPTHWISE_CONV_2D": 1
+    }
+    interpreter = Interpreter(model_path=str(path))
+    interpreter.allocate_tensors()
+    source, output = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
+    assert output["quantization"] == source["quantization"]
+    zero_point = source["quantization"][1]
+    q = rng.integers(-128, 128, size=(1, *shape)).astype(np.int8)
+    interpreter.set_tensor(source["index"], q)
+    interpreter.invoke()
+    moved = reference_partial_shift(q.astype(np.int32) - zero_point, 12, 1) + zero_point
+    np.testing.assert_array_equal(interpreter.get_tensor(output["index"]), moved)
+
+
 @pytest.mark.parametrize("fmt", ["tflite", "tflite-int8", "tflite-dynamic"])
 def test_tflite_norms_use_the_centered_spelling(exported, fmt):
     """Keras spells a norm with a NEG (-mean * scale); the centered spelling has none, only the
@@ -337,17 +375,27 @@ def test_tflite_norms_use_the_centered_spelling(exported, fmt):
 
 
 @pytest.mark.parametrize("fmt", [n for n, f in FORMATS.items() if f.runtime == "litert"])
-def test_tflite_shift_is_one_depthwise_conv_in_float_files_only(exported, fmt):
-    """Float recipes spell each PartialShift as one DEPTHWISE_CONV_2D; int8 and dynamic-range
-    files keep the pad, slices and concatenate (one scale throughout; XNNPACK takes them)."""
+def test_tflite_shift_is_one_depthwise_conv_but_in_dynamic_range_files(exported, fmt):
+    """Float and int8 recipes spell each PartialShift as one DEPTHWISE_CONV_2D; dynamic-range
+    files keep the pad, slices and concatenate (XNNPACK takes no int8-weight depthwise
+    convolution on float activations). An int8 shift's output keeps its input's scale and zero
+    point, so it moves values exactly."""
     path = exported["out"] / FORMATS[fmt].filename
     ops = Counter(op.name for op in tflite_op_sequence(path.read_bytes()))
     shifts = _keras_layers(exported["model"], "PartialShift")  # none in a ViT
     depthwise = FORMATS[fmt].settings.depthwise_shift
+    assert depthwise == (fmt != "tflite-dynamic")
     assert ops["DEPTHWISE_CONV_2D"] == (shifts if depthwise else 0), ops
     if shifts:  # the slices are the shift's only
         assert (ops["STRIDED_SLICE"] == 0) == depthwise, ops
     assert delegation(path).fully_delegated, delegation(path).not_delegated
+    interpreter = Interpreter(model_path=str(path))
+    tensors = {t["index"]: t for t in interpreter.get_tensor_details()}
+    for op in interpreter._get_ops_details():
+        if op["op_name"] == "DEPTHWISE_CONV_2D" and FORMATS[fmt].precision == "int8":
+            source, output = (tensors[op[k][0]] for k in ("inputs", "outputs"))
+            assert source["dtype"] == output["dtype"] == np.int8
+            assert output["quantization"] == source["quantization"], (source, output)
 
 
 ADDITIVE_MASK = [n for n, f in FORMATS.items() if getattr(f.settings, "additive_mask", False)]

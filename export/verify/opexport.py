@@ -9,7 +9,7 @@ inside an exported model. ONNX int8 is onnxruntime's static QDQ of every op it q
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import keras
@@ -82,8 +82,13 @@ def _tflite(op: OpExport, path: Path) -> None:
     convert_tflite(op.source(), path, FP32)
 
 
+# the converter's full int8, with the shift spelled as the int8 files ship it (one depthwise
+# convolution whose output keeps its input's scale)
+OP_INT8 = replace(INT8, depthwise_shift=True)
+
+
 def _tflite_int8(op: OpExport, path: Path) -> None:
-    convert_tflite(op.source(), path, INT8)
+    convert_tflite(op.source(), path, OP_INT8)
 
 
 @dataclass(frozen=True)
