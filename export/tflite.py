@@ -205,9 +205,11 @@ def pin_shift_ranges(calibrated: bytes) -> bytes:
     pinned = 0
     for graph in model.subgraphs:
         for op in graph.operators:
-            if _moves_data(model, graph, op):
-                source = graph.tensors[op.inputs[0]].quantization
-                output = graph.tensors[op.outputs[0]].quantization
+            if not _moves_data(model, graph, op):
+                continue
+            source = graph.tensors[op.inputs[0]].quantization
+            output = graph.tensors[op.outputs[0]].quantization
+            if source is not None and output is not None and source.min is not None:
                 output.min, output.max = list(source.min), list(source.max)
                 pinned += 1
     if not pinned:  # a model without shifts (a ViT)
