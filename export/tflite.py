@@ -48,8 +48,9 @@ class Recipe:
     additive_mask: bool = False
     # ShiftViT's shift as one DEPTHWISE_CONV_2D (DepthwisePartialShift) instead of a pad, slices
     # and a concatenate. In int8 the convolution's output range is pinned to its input's
-    # (`pin_shift_ranges`), so it moves int8 values exactly, as slices do. Not for dynamic-range
-    # recipes: XNNPACK does not take an int8-weight depthwise convolution on float activations
+    # (`pin_shift_ranges`), so it moves int8 values exactly, as slices do. In dynamic-range
+    # files its weights stay float (`float_shift_weights`): XNNPACK takes no int8-weight
+    # depthwise convolution on float activations
     depthwise_shift: bool = False
 
     @property
@@ -57,12 +58,18 @@ class Recipe:
         """Whether some ops stay float inside an int8 model."""
         return bool(self.float_layers or self.float_ops or self.float_logits or self.additive_mask)
 
+    @property
+    def dynamic_range(self) -> bool:
+        """Whether the converter gives weights int8 and keeps activations float."""
+        return self.optimize and not (self.int8 or self.float16)
+
 
 # batch 1 folds the shape arithmetic, so XNNPACK takes the whole graph (with a dynamic batch,
 # ~200-300 shape ops run outside it, between ~65 partitions: 1.07-1.14x slower in fp32)
 FP32 = Recipe(batch=1, additive_mask=True, depthwise_shift=True)
 FP16 = Recipe(optimize=True, float16=True, batch=1, additive_mask=True, depthwise_shift=True)
-DYNAMIC_B1 = Recipe(optimize=True, batch=1, additive_mask=True)  # int8 weights, float activations
+# int8 weights, float activations
+DYNAMIC_B1 = Recipe(optimize=True, batch=1, additive_mask=True, depthwise_shift=True)
 INT8 = Recipe(optimize=True, int8=True, int8_io=True)  # the converter's full int8 defaults
 
 
@@ -170,29 +177,76 @@ def _convert(converter: tf.lite.TFLiteConverter) -> bytes:
         return converter.convert()
 
 
-def _moves_data(model: schema.ModelT, graph: schema.SubGraphT, op: schema.OperatorT) -> bool:
-    """Whether `op` is a DEPTHWISE_CONV_2D that only moves values: per channel one weight 1.0
-    and the rest 0, a zero bias or none (ShiftViT's shift as DepthwisePartialShift spells it)."""
+def _constant(model: schema.ModelT, graph: schema.SubGraphT, index: int) -> np.ndarray | None:
+    """The values of a constant tensor: float32 as stored, int8 per last-axis channel
+    dequantized (a dynamic-range file's weights); None for anything else."""
+    tensor = graph.tensors[index]
+    data = model.buffers[tensor.buffer].data
+    if data is None:
+        return None
+    if tensor.type == schema.TensorType.FLOAT32:
+        return np.frombuffer(bytes(data), np.float32).reshape(tensor.shape)
+    quantization = tensor.quantization
+    if tensor.type != schema.TensorType.INT8 or quantization is None:
+        return None
+    scale = np.asarray(quantization.scale, np.float32)
+    channels = tensor.shape[-1]
+    if quantization.quantizedDimension != len(tensor.shape) - 1 or scale.size != channels:
+        return None
+    return np.frombuffer(bytes(data), np.int8).reshape(tensor.shape) * scale
+
+
+def _shift_kernel(
+    model: schema.ModelT, graph: schema.SubGraphT, op: schema.OperatorT
+) -> np.ndarray | None:
+    """The float32 kernel of `op` when `op` is a DEPTHWISE_CONV_2D that only moves values
+    (ShiftViT's shift as DepthwisePartialShift spells it): per channel one weight 1.0 (to
+    float32's rounding when the weights are int8) and the rest 0, and a zero bias or none.
+    None for any other op."""
     code = model.operatorCodes[op.opcodeIndex]
     if (
         max(code.builtinCode, code.deprecatedBuiltinCode)
         != schema.BuiltinOperator.DEPTHWISE_CONV_2D
     ):
-        return False
-
-    def constant(index: int) -> np.ndarray | None:
-        tensor = graph.tensors[index]
-        data = model.buffers[tensor.buffer].data
-        if tensor.type != schema.TensorType.FLOAT32 or data is None:
-            return None
-        return np.frombuffer(bytes(data), np.float32).reshape(tensor.shape)
-
-    kernel = constant(op.inputs[1])
-    bias = constant(op.inputs[2]) if len(op.inputs) > 2 and op.inputs[2] >= 0 else np.zeros(1)
+        return None
+    kernel = _constant(model, graph, op.inputs[1])
+    has_bias = len(op.inputs) > 2 and op.inputs[2] >= 0
+    bias = _constant(model, graph, op.inputs[2]) if has_bias else np.zeros(1)
     if kernel is None or bias is None or bias.any():
-        return False
+        return None
     weights = kernel.reshape(-1, kernel.shape[-1])
-    return bool(np.isin(weights, (0.0, 1.0)).all() and (weights.sum(axis=0) == 1.0).all())
+    ones = weights != 0
+    if (ones.sum(axis=0) == 1).all() and np.allclose(weights[ones], 1.0, rtol=1e-6, atol=0):
+        return ones.reshape(kernel.shape).astype(np.float32)
+    return None
+
+
+class _AlignedBuffer(schema.BufferT):
+    """A buffer whose data starts on a 16-byte boundary, as the schema asks (`force_align`)
+    and the converter writes it; the generated `Pack` aligns data to 1 byte."""
+
+    def Pack(self, builder: flatbuffers.Builder) -> int:  # noqa: N802 (the generated name)
+        data = None
+        if self.data is not None:
+            payload = np.asarray(self.data, np.uint8).tobytes()
+            builder.StartVector(1, len(payload), 16)
+            builder.head -= len(payload)
+            builder.Bytes[builder.head : builder.head + len(payload)] = payload
+            data = builder.EndVector()  # StartVector set its length
+        schema.BufferStart(builder)
+        if data is not None:
+            schema.BufferAddData(builder, data)
+        schema.BufferAddOffset(builder, self.offset)
+        schema.BufferAddSize(builder, self.size)
+        return schema.BufferEnd(builder)
+
+
+def _packed(model: schema.ModelT, size_hint: int) -> bytes:
+    """`model` as a .tflite flatbuffer, every buffer 16-byte aligned."""
+    model.buffers = [_AlignedBuffer(b.data, b.offset, b.size) for b in model.buffers]
+    builder = flatbuffers.Builder(size_hint)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
 
 
 def pin_shift_ranges(calibrated: bytes) -> bytes:
@@ -205,7 +259,7 @@ def pin_shift_ranges(calibrated: bytes) -> bytes:
     pinned = 0
     for graph in model.subgraphs:
         for op in graph.operators:
-            if not _moves_data(model, graph, op):
+            if _shift_kernel(model, graph, op) is None:
                 continue
             source = graph.tensors[op.inputs[0]].quantization
             output = graph.tensors[op.outputs[0]].quantization
@@ -214,9 +268,30 @@ def pin_shift_ranges(calibrated: bytes) -> bytes:
                 pinned += 1
     if not pinned:  # a model without shifts (a ViT)
         return calibrated
-    builder = flatbuffers.Builder(len(calibrated))
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
+    return _packed(model, len(calibrated))
+
+
+def float_shift_weights(dynamic: bytes) -> bytes:
+    """`dynamic` with the int8 weights of each depthwise convolution that only moves values
+    (ShiftViT's shift) given back as float32 ones and zeros, the same values. The dynamic-range
+    converter quantizes the weights of the wider shifts (>= 1024 weights), and XNNPACK takes no
+    such hybrid convolution: each would run in LiteRT's own kernel, between two partitions."""
+    model = schema.ModelT.InitFromPackedBuf(dynamic, 0)
+    restored = 0
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            kernel = _shift_kernel(model, graph, op)
+            if kernel is None or graph.tensors[op.inputs[1]].type == schema.TensorType.FLOAT32:
+                continue
+            weights = graph.tensors[op.inputs[1]]
+            model.buffers.append(schema.BufferT(np.frombuffer(kernel.tobytes(), np.uint8)))
+            weights.buffer = len(model.buffers) - 1  # its own: int8 buffers may be shared
+            weights.type = schema.TensorType.FLOAT32
+            weights.quantization = None
+            restored += 1
+    if not restored:  # no shift, or none wide enough to be quantized
+        return dynamic
+    return _packed(model, len(dynamic))
 
 
 def calibrated_model(
@@ -319,7 +394,10 @@ def tflite_bytes(src: ExportSource, recipe: Recipe) -> bytes:
     """The .tflite flatbuffer of `recipe` (builtin ops only)."""
     if recipe.int8 and (recipe.selective or recipe.batch is not None or recipe.depthwise_shift):
         return _selective_int8(src, recipe)
-    return _convert(_converter(src, recipe))
+    converted = _convert(_converter(src, recipe))
+    if recipe.dynamic_range and recipe.depthwise_shift:
+        return float_shift_weights(converted)
+    return converted
 
 
 def convert_tflite(src: ExportSource, path: Path, recipe: Recipe) -> None:

@@ -28,7 +28,7 @@ from export.int8_search import recipe_settings
 from export.manifest import MANIFEST_FILE, sha256
 from export.oplist import Op, forbidden_ops, onnx_ops, op_names, tflite_op_sequence, tflite_ops
 from export.pipeline import EXPORT_DIR
-from export.tflite import INT8, convert_tflite, tflite_spelling
+from export.tflite import DYNAMIC_B1, INT8, convert_tflite, tflite_spelling
 from export.verify.opexport import OpExport
 from export.xnnpack import delegation
 from toolkit.data import load_data
@@ -374,28 +374,62 @@ def test_tflite_norms_use_the_centered_spelling(exported, fmt):
     assert ops["RSQRT"] == norms and ops["NEG"] == norms - top, ops
 
 
+def _depthwise_weights(path: Path) -> list[dict]:
+    """The weight tensor details of every DEPTHWISE_CONV_2D of a .tflite file."""
+    interpreter = Interpreter(model_path=str(path))
+    tensors = {t["index"]: t for t in interpreter.get_tensor_details()}
+    ops = interpreter._get_ops_details()
+    return [tensors[op["inputs"][1]] for op in ops if op["op_name"] == "DEPTHWISE_CONV_2D"]
+
+
 @pytest.mark.parametrize("fmt", [n for n, f in FORMATS.items() if f.runtime == "litert"])
-def test_tflite_shift_is_one_depthwise_conv_but_in_dynamic_range_files(exported, fmt):
-    """Float and int8 recipes spell each PartialShift as one DEPTHWISE_CONV_2D; dynamic-range
-    files keep the pad, slices and concatenate (XNNPACK takes no int8-weight depthwise
-    convolution on float activations). An int8 shift's output keeps its input's scale and zero
-    point, so it moves values exactly."""
+def test_tflite_shift_is_one_depthwise_conv(exported, fmt):
+    """Every TFLite file spells each PartialShift as one DEPTHWISE_CONV_2D, all in XNNPACK.
+    An int8 shift's output keeps its input's scale and zero point, so it moves values exactly;
+    a dynamic-range file's shift keeps float weights (XNNPACK takes no int8-weight depthwise
+    convolution on float activations)."""
     path = exported["out"] / FORMATS[fmt].filename
     ops = Counter(op.name for op in tflite_op_sequence(path.read_bytes()))
     shifts = _keras_layers(exported["model"], "PartialShift")  # none in a ViT
-    depthwise = FORMATS[fmt].settings.depthwise_shift
-    assert depthwise == (fmt != "tflite-dynamic")
-    assert ops["DEPTHWISE_CONV_2D"] == (shifts if depthwise else 0), ops
-    if shifts:  # the slices are the shift's only
-        assert (ops["STRIDED_SLICE"] == 0) == depthwise, ops
+    assert FORMATS[fmt].settings.depthwise_shift
+    assert ops["DEPTHWISE_CONV_2D"] == shifts, ops
+    if shifts:  # the slices are the shift's only (a ViT's SPT has its own)
+        assert ops["STRIDED_SLICE"] == 0, ops
     assert delegation(path).fully_delegated, delegation(path).not_delegated
     interpreter = Interpreter(model_path=str(path))
     tensors = {t["index"]: t for t in interpreter.get_tensor_details()}
     for op in interpreter._get_ops_details():
         if op["op_name"] == "DEPTHWISE_CONV_2D" and FORMATS[fmt].precision == "int8":
             source, output = (tensors[op[k][0]] for k in ("inputs", "outputs"))
-            assert source["dtype"] == output["dtype"] == np.int8
             assert output["quantization"] == source["quantization"], (source, output)
+            expected = np.int8 if FORMATS[fmt].settings.int8 else np.float32
+            assert source["dtype"] == output["dtype"] == expected
+
+
+def test_dynamic_range_shift_keeps_float_weights_and_moves_values_exactly(tmp_path):
+    """The dynamic-range converter gives a shift over 128 channels (1,152 weights) int8
+    weights; the export gives back the float ones and zeros, so the file is one depthwise
+    convolution in XNNPACK that moves float values bit for bit. A depthwise convolution with
+    other weights keeps its int8 ones."""
+    shape = (5, 7, 128)
+    inputs = keras.Input(shape)
+    shift = PartialShift(12, 1, name="shift")(inputs)
+    other = keras.layers.DepthwiseConv2D(3, padding="same", name="other")(inputs)
+    model = keras.Model(inputs, keras.layers.Concatenate()([shift, other]))
+    rng = np.random.default_rng(0)
+    calibration = rng.uniform(-1, 1, size=(8, *shape)).astype(np.float32)
+    path = tmp_path / "shift_dynamic.tflite"
+    convert_tflite(OpExport(model, shape, calibration, tmp_path).source(), path, DYNAMIC_B1)
+    # tensor names carry the layer's name: functional_1/shift_1/depthwise
+    weights = {w["name"].split("/")[1].rsplit("_", 1)[0]: w for w in _depthwise_weights(path)}
+    assert weights["shift"]["dtype"] == np.float32 and weights["other"]["dtype"] == np.int8
+    interpreter = Interpreter(model_path=str(path))
+    kernel = interpreter.get_tensor(weights["shift"]["index"]).reshape(-1, shape[-1])
+    assert set(np.unique(kernel)) == {0.0, 1.0} and (kernel.sum(axis=0) == 1).all()
+    runner = interpreter.get_signature_runner("serving_default")
+    x = rng.normal(size=(1, *shape)).astype(np.float32)
+    moved = next(iter(runner(image=x).values()))[..., : shape[-1]]
+    np.testing.assert_array_equal(moved, reference_partial_shift(x, 12, 1))
 
 
 ADDITIVE_MASK = [n for n, f in FORMATS.items() if getattr(f.settings, "additive_mask", False)]
