@@ -190,10 +190,12 @@ def _constant(model: schema.ModelT, graph: schema.SubGraphT, index: int) -> np.n
     if tensor.type != schema.TensorType.INT8 or quantization is None:
         return None
     scale = np.asarray(quantization.scale, np.float32)
+    zero_point = np.asarray(quantization.zeroPoint if quantization.zeroPoint is not None else 0)
     channels = tensor.shape[-1]
     if quantization.quantizedDimension != len(tensor.shape) - 1 or scale.size != channels:
         return None
-    return np.frombuffer(bytes(data), np.int8).reshape(tensor.shape) * scale
+    values = np.frombuffer(bytes(data), np.int8).reshape(tensor.shape).astype(np.int32)
+    return (values - zero_point) * scale
 
 
 def _shift_kernel(
