@@ -279,20 +279,23 @@ def float_shift_weights(dynamic: bytes) -> bytes:
     converter quantizes the weights of the wider shifts (>= 1024 weights), and XNNPACK takes no
     such hybrid convolution: each would run in LiteRT's own kernel, between two partitions."""
     model = schema.ModelT.InitFromPackedBuf(dynamic, 0)
-    restored = 0
+    detached = set()  # the int8 buffers the shifts read; other tensors may share them
     for graph in model.subgraphs:
         for op in graph.operators:
             kernel = _shift_kernel(model, graph, op)
             if kernel is None or graph.tensors[op.inputs[1]].type == schema.TensorType.FLOAT32:
                 continue
             weights = graph.tensors[op.inputs[1]]
+            detached.add(weights.buffer)
             model.buffers.append(schema.BufferT(np.frombuffer(kernel.tobytes(), np.uint8)))
-            weights.buffer = len(model.buffers) - 1  # its own: int8 buffers may be shared
+            weights.buffer = len(model.buffers) - 1
             weights.type = schema.TensorType.FLOAT32
             weights.quantization = None
-            restored += 1
-    if not restored:  # no shift, or none wide enough to be quantized
+    if not detached:  # no shift, or none wide enough to be quantized
         return dynamic
+    used = {tensor.buffer for graph in model.subgraphs for tensor in graph.tensors}
+    for index in detached - used:  # emptied, not removed: tensors refer to buffers by index
+        model.buffers[index].data = None
     return _packed(model, len(dynamic))
 
 

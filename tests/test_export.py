@@ -430,6 +430,12 @@ def test_dynamic_range_shift_keeps_float_weights_and_moves_values_exactly(tmp_pa
     x = rng.normal(size=(1, *shape)).astype(np.float32)
     moved = next(iter(runner(image=x).values()))[..., : shape[-1]]
     np.testing.assert_array_equal(moved, reference_partial_shift(x, 12, 1))
+    # the shift's int8 weights are not left behind in the file
+    flat = schema.ModelT.InitFromPackedBuf(path.read_bytes(), 0)
+    used = {t.buffer for g in flat.subgraphs for t in g.tensors}
+    used |= {m.buffer for m in flat.metadata or []}
+    filled = [i for i, b in enumerate(flat.buffers) if b.data is not None and len(b.data)]
+    assert set(filled) <= used
 
 
 ADDITIVE_MASK = [n for n, f in FORMATS.items() if getattr(f.settings, "additive_mask", False)]
