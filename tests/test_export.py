@@ -404,6 +404,8 @@ def test_tflite_shift_is_one_depthwise_conv(exported, fmt):
             assert output["quantization"] == source["quantization"], (source, output)
             expected = np.int8 if FORMATS[fmt].settings.int8 else np.float32
             assert source["dtype"] == output["dtype"] == expected
+            if not FORMATS[fmt].settings.int8:  # dynamic range: float weights
+                assert tensors[op["inputs"][1]]["dtype"] == np.float32
 
 
 def test_dynamic_range_shift_keeps_float_weights_and_moves_values_exactly(tmp_path):
