@@ -283,9 +283,11 @@ def float_shift_weights(dynamic: bytes) -> bytes:
     for graph in model.subgraphs:
         for op in graph.operators:
             kernel = _shift_kernel(model, graph, op)
-            if kernel is None or graph.tensors[op.inputs[1]].type == schema.TensorType.FLOAT32:
+            if kernel is None:
                 continue
             weights = graph.tensors[op.inputs[1]]
+            if weights.type == schema.TensorType.FLOAT32:  # narrow shifts keep float weights
+                continue
             detached.add(weights.buffer)
             model.buffers.append(schema.BufferT(np.frombuffer(kernel.tobytes(), np.uint8)))
             weights.buffer = len(model.buffers) - 1
