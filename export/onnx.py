@@ -4,6 +4,10 @@ tf2onnx runs without its transpose optimizer, so a model with convolutions stays
 Keras model (a Transpose pair around each Conv) instead of moving to NCHW, where every
 LayerNormalization over channels becomes a pattern no fusion matches; export/onnx_rewrite.py
 then fuses LayerNormalization and GELU and removes the shape arithmetic.
+
+ShiftViT's partial shift is converted as one depthwise convolution (`ONNX_SPELLING`), which
+ONNX Runtime runs in its blocked-layout convolution kernels: a pad, five slices and a
+concatenate cost it 2.3x the time at batch 1 (bench/results/fast_by_default.md).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from export.onnx_rewrite import rewrite
 from export.oplist import STANDARD_ONNX_DOMAINS, forbidden_ops, onnx_ops
 from export.signature import INPUT_NAME, OUTPUT_NAME, serving_function
 from export.source import ExportSource
+from export.spelling import converter_spelling
 from toolkit.errors import first_line
 from toolkit.native_logs import captured_native_stderr
 
@@ -32,6 +37,9 @@ MIN_OPSET = 17
 MAX_OPSET = max(tf2onnx.constants.OPSET_TO_IR_VERSION)  # the newest opset tf2onnx can target
 BATCH_DIM = "batch"
 SKIPPED_TF2ONNX_OPTIMIZERS = ("optimize_transpose",)
+# layer swaps before conversion (export/spelling.py); LayerNorm and LSA's mask are fused by the
+# graph rewrite instead, which matches the converter's spelling of the trained layers
+ONNX_SPELLING = dict(depthwise_shift=True)
 
 
 @contextmanager
@@ -46,7 +54,9 @@ def _tf2onnx_optimizers_without(skipped: tuple[str, ...]):
 def keras_to_onnx(
     model: keras.Model, input_shape: tuple[int, int, int], opset: int
 ) -> onnx.ModelProto:
-    """Freeze the serving function (weights and captured constants) and convert it with tf2onnx."""
+    """Spell `model` for ONNX, freeze its serving function (weights and captured constants) and
+    convert it with tf2onnx."""
+    model = converter_spelling(model, **ONNX_SPELLING)
     concrete = serving_function(model, input_shape).get_concrete_function()
     with captured_native_stderr():
         frozen = convert_variables_to_constants_v2(

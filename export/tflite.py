@@ -18,14 +18,8 @@ from tensorflow.lite.python import convert as tflite_convert
 from export.oplist import builtin_code
 from export.signature import INPUT_NAME, SIGNATURE_KEY, serving_call
 from export.source import ExportSource
+from export.spelling import converter_spelling
 from toolkit.native_logs import captured_native_stderr
-from toolkit.ops import (
-    AdditiveMaskLocalitySelfAttention,
-    CenteredLayerNorm,
-    DepthwisePartialShift,
-    LocalitySelfAttention,
-    PartialShift,
-)
 from toolkit.ops.attention import DIAGONAL_MASK_SCOPE
 
 
@@ -73,37 +67,12 @@ DYNAMIC_B1 = Recipe(optimize=True, batch=1, additive_mask=True, depthwise_shift=
 INT8 = Recipe(optimize=True, int8=True, int8_io=True)  # the converter's full int8 defaults
 
 
-def _respelled(layer: keras.layers.Layer, cls: type[keras.layers.Layer]) -> keras.layers.Layer:
-    """`layer` as an instance of `cls` (the same function, other ops) with its weights, or
-    `layer` itself when `cls` refuses its config."""
-    spelled = cls.from_config(layer.get_config())
-    try:
-        spelled.build(layer.input.shape)
-    except ValueError:  # e.g. a LayerNormalization not over the last axis
-        return layer
-    spelled.set_weights(layer.get_weights())
-    return spelled
-
-
 def tflite_spelling(
     model: keras.Model, additive_mask: bool = False, depthwise_shift: bool = False
 ) -> keras.Model:
-    """`model` with its (top-level) layers spelled for the converter, the same function in
-    fewer ops: a last-axis LayerNormalization as CenteredLayerNorm (the converter folds gamma and
-    beta into the next Dense), with `additive_mask` LSA as AdditiveMaskLocalitySelfAttention, and
-    with `depthwise_shift` PartialShift as DepthwisePartialShift. Every other layer is shared
-    with `model`, names included."""
-
-    def clone(layer: keras.layers.Layer) -> keras.layers.Layer:
-        if type(layer) is keras.layers.LayerNormalization and not layer.rms_scaling:
-            return _respelled(layer, CenteredLayerNorm)
-        if additive_mask and type(layer) is LocalitySelfAttention:
-            return _respelled(layer, AdditiveMaskLocalitySelfAttention)
-        if depthwise_shift and type(layer) is PartialShift:
-            return _respelled(layer, DepthwisePartialShift)
-        return layer
-
-    return keras.models.clone_model(model, clone_function=clone)
+    """`model` spelled for the TFLite converter (`converter_spelling`): every last-axis
+    LayerNormalization centered, LSA's mask additive and the shift depthwise as asked."""
+    return converter_spelling(model, True, additive_mask, depthwise_shift)
 
 
 def saved_model(

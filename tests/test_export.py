@@ -26,6 +26,7 @@ from export.command import run as run_command
 from export.formats import check_options, parse_formats
 from export.int8_search import recipe_settings
 from export.manifest import MANIFEST_FILE, sha256
+from export.onnx import keras_to_onnx
 from export.oplist import Op, forbidden_ops, onnx_ops, op_names, tflite_op_sequence, tflite_ops
 from export.pipeline import EXPORT_DIR
 from export.tflite import DYNAMIC_B1, INT8, convert_tflite, tflite_spelling
@@ -360,6 +361,24 @@ def test_int8_depthwise_shift_moves_int8_values_exactly(tmp_path, shape):
     interpreter.invoke()
     moved = reference_partial_shift(q.astype(np.int32) - zero_point, 12, 1) + zero_point
     np.testing.assert_array_equal(interpreter.get_tensor(output["index"]), moved)
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 13), (6, 5, 96)])
+def test_onnx_shift_is_one_exact_depthwise_conv(shape):
+    """The ONNX graph spells the shift as one grouped Conv (no pad, slices or concatenate), and
+    ONNX Runtime moves every float value bit for bit, as the NumPy reference does."""
+    inputs = keras.Input(shape)
+    model = keras.Model(inputs, PartialShift(4, 1, name="shift")(inputs))
+    graph = keras_to_onnx(model, shape, 17)
+    ops = Counter(n.op_type for n in graph.graph.node)
+    assert ops["Conv"] == 1 and not {"Pad", "Slice", "Concat"} & set(ops), ops
+    (conv,) = [n for n in graph.graph.node if n.op_type == "Conv"]
+    group = next(a for a in conv.attribute if a.name == "group")
+    assert onnx.helper.get_attribute_value(group) == shape[-1]
+    session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).normal(size=(2, *shape)).astype(np.float32) * 1e3
+    (got,) = session.run(None, {"image": x})
+    np.testing.assert_array_equal(got, reference_partial_shift(x, 4, 1))
 
 
 @pytest.mark.parametrize("fmt", ["tflite", "tflite-int8", "tflite-dynamic"])
