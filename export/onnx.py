@@ -7,7 +7,7 @@ then fuses LayerNormalization and GELU and removes the shape arithmetic.
 
 ShiftViT's partial shift is converted as one depthwise convolution (`ONNX_SPELLING`), which
 ONNX Runtime runs in its blocked-layout convolution kernels: a pad, five slices and a
-concatenate cost it 2.3x the time at batch 1 (bench/results/fast_by_default.md).
+concatenate cost it 2.2-2.6x the node time at batch 1 (bench/results/fast_by_default.md).
 """
 
 from __future__ import annotations
