@@ -5,7 +5,7 @@ Keras model (a Transpose pair around each Conv) instead of moving to NCHW, where
 LayerNormalization over channels becomes a pattern no fusion matches; export/onnx_rewrite.py
 then fuses LayerNormalization and GELU and removes the shape arithmetic.
 
-ShiftViT's partial shift is converted as one depthwise convolution (`ONNX_SPELLING`), which
+ShiftViT's partial shift is converted as one depthwise convolution (export/spelling.py), which
 ONNX Runtime runs in its blocked-layout convolution kernels: a pad, five slices and a
 concatenate cost it 2.2-2.6x the node time at batch 1 (bench/results/fast_by_default.md).
 """
@@ -37,9 +37,6 @@ MIN_OPSET = 17
 MAX_OPSET = max(tf2onnx.constants.OPSET_TO_IR_VERSION)  # the newest opset tf2onnx can target
 BATCH_DIM = "batch"
 SKIPPED_TF2ONNX_OPTIMIZERS = ("optimize_transpose",)
-# layer swaps before conversion (export/spelling.py); LayerNorm and LSA's mask are fused by the
-# graph rewrite instead, which matches the converter's spelling of the trained layers
-ONNX_SPELLING = dict(depthwise_shift=True)
 
 
 @contextmanager
@@ -56,7 +53,9 @@ def keras_to_onnx(
 ) -> onnx.ModelProto:
     """Spell `model` for ONNX, freeze its serving function (weights and captured constants) and
     convert it with tf2onnx."""
-    model = converter_spelling(model, **ONNX_SPELLING)
+    # only the shift is swapped: LayerNorm and LSA's mask are fused by the graph rewrite, which
+    # matches the converter's spelling of the trained layers
+    model = converter_spelling(model, depthwise_shift=True)
     concrete = serving_function(model, input_shape).get_concrete_function()
     with captured_native_stderr():
         frozen = convert_variables_to_constants_v2(

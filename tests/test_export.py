@@ -29,6 +29,7 @@ from export.manifest import MANIFEST_FILE, sha256
 from export.onnx import keras_to_onnx
 from export.oplist import Op, forbidden_ops, onnx_ops, op_names, tflite_op_sequence, tflite_ops
 from export.pipeline import EXPORT_DIR
+from export.signature import INPUT_NAME
 from export.tflite import DYNAMIC_B1, INT8, convert_tflite, tflite_spelling
 from export.verify.opexport import OpExport
 from export.xnnpack import delegation
@@ -377,7 +378,7 @@ def test_onnx_shift_is_one_exact_depthwise_conv(shape):
     assert onnx.helper.get_attribute_value(group) == shape[-1]
     session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
     x = np.random.default_rng(0).normal(size=(2, *shape)).astype(np.float32) * 1e3
-    (got,) = session.run(None, {"image": x})
+    (got,) = session.run(None, {INPUT_NAME: x})
     np.testing.assert_array_equal(got, reference_partial_shift(x, 4, 1))
 
 
