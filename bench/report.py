@@ -98,8 +98,8 @@ def roofline_lines(result: dict) -> list[str]:
             figure = f"{m['gbs']:.1f} GB/s"
         lines.append(
             f"  {m['runtime']} memory for {m['for']} weights: {figure} (fastest call of a "
-            f"{shape} fp32 matmul over the model's {m['weight_bytes'] / MB:.3g} MiB, net of "
-            "a one-column call)"
+            f"{shape} {m['precision']} matmul over the model's {m['weight_bytes'] / MB:.3g} "
+            "MiB, net of a one-column call)"
         )
     for f in roof["fastest"]:
         frac = "-" if f["roofline_fraction"] is None else f"{f['roofline_fraction']:.0%}"

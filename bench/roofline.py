@@ -1,18 +1,19 @@
 """The roofline: each runtime's measured peak GMAC/s on one large matrix multiply, fp32 and int8,
-and on the CPU runtimes the bandwidth at which a batch-1 call reads as many weights as the model.
+and on the CPU runtimes the rate at which a batch-1 call reads as many weights as the model.
 
 ONNX Runtime gets a one-node model built with onnx.helper (MatMul in fp32, MatMulInteger
 u8 x s8 in int8); LiteRT a FullyConnected layer converted by TensorFlow (float32, and full
 int8 with a representative dataset). The files are built once into a cache folder. A row's
 achieved GMAC/s over the peak of its runtime and precision is its roofline fraction.
 
-The memory roof: when the model's weights outgrow the last-level cache, every call reads
-each layer's weights from memory, so a layer cannot beat bandwidth x its MACs per weight
-byte. The bandwidth is read off the fastest call of a 1 x K x N fp32 matmul over as many
-bytes as the model's weights at the row's precision, net of the fixed cost of a call (a
-1 x K x 1 matmul's): a working set of the same size, which the caches serve as well or as
-badly as the model's. Weights that fit in the cache get no memory roof: a few MiB read in
-microseconds, which a matmul call cannot time apart from its fixed cost.
+The memory roof: a batch-1 call reads each layer's weights once, so a layer cannot beat the
+rate at which the runtime reads that many bytes times its MACs per weight byte. The rate is
+read off the fastest call of the runtime's own 1 x K x N matmul at the row's precision over as
+many bytes as the model's weights, net of the fixed cost of a call (a 1 x K x 1 matmul's): the
+same working set, served by whichever cache level or memory serves the model's. It is always
+measured: a server CPU's last-level cache can hold the weights and still feed one core's
+batch-1 calls at memory speed (an Intel Xeon VM that reports a 480 MiB L3 read 11 MiB of
+weights at 47-58 GB/s).
 
 A row's attainable GMAC/s applies the roofline (Williams et al., 2009) layer by layer: each
 layer takes the longer of its compute and its weight reads, and the layers' times add up,
@@ -152,16 +153,11 @@ KERNELS: dict[tuple[str, str], Kernel] = {
 }
 
 
-def stream_kernel(runtime: str, weight_bytes: int) -> Kernel:
-    """The runtime's fp32 batch-1 matmul over `weight_bytes` of weights (rounded up to a column)."""
-    columns = math.ceil(weight_bytes / (STREAM_K * WEIGHT_BYTES["fp32"]))
-    return dataclasses.replace(KERNELS[runtime, "fp32"], shape=(1, STREAM_K, columns))
-
-
-def outgrows(weight_bytes: int, cache_bytes: int | None) -> bool:
-    """Whether weights of `weight_bytes` outgrow a last-level cache of `cache_bytes` (unknown:
-    no), so that every call reads them from memory and the memory roof applies."""
-    return cache_bytes is not None and weight_bytes > cache_bytes
+def stream_kernel(runtime: str, precision: str, weight_bytes: int) -> Kernel:
+    """The runtime's batch-1 matmul at `precision` over `weight_bytes` of weights (rounded up to a
+    whole column): the working set of a batch-1 call of the model."""
+    columns = math.ceil(weight_bytes / (STREAM_K * WEIGHT_BYTES[precision]))
+    return dataclasses.replace(KERNELS[runtime, precision], shape=(1, STREAM_K, columns))
 
 
 def model_weight_bytes(layers: Sequence, precision: str) -> int:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import roofline
-from bench.machine import describe, last_level_cache_bytes
+from bench.machine import describe
 from toolkit.progress import progress
 from toolkit.runtimes import RUNTIMES
 from toolkit.runtimes.timing import Protocol
@@ -180,22 +180,21 @@ def above_roof(rows: list[dict]) -> list[str]:
 
 
 def measure_reads(plan: Plan, reads: list[tuple[str, str]], cache: Path) -> tuple[dict, list]:
-    """GB/s at which each CPU runtime reads the model's weights at each precision of `reads`
-    (bench/roofline.py), and the entries that measured them."""
-    bandwidths, entries, base_ms = {}, [], {}
+    """GB/s at which each CPU runtime's batch-1 matmul reads the model's weights at each
+    precision of `reads` (bench/roofline.py), and the entries that measured them."""
+    bandwidths, entries = {}, []
     for i, (runtime, precision) in enumerate(reads, 1):
-        base = roofline.stream_kernel(runtime, 1)  # one column: the fixed cost of a call
+        base = roofline.stream_kernel(runtime, precision, 1)  # one column: a call's fixed cost
         kernel = roofline.stream_kernel(
-            runtime, roofline.model_weight_bytes(plan.layers, precision)
+            runtime, precision, roofline.model_weight_bytes(plan.layers, precision)
         )
         what = f"{kernel.weight_bytes / 2**20:.3g} MiB of {precision} weights on {runtime}"
         progress("roofline memory", i, len(reads), what)
-        if runtime not in base_ms:  # the fixed cost of a call, once per runtime
-            base_ms[runtime] = _time_kernel(base, cache, plan.threads).get("min_ms")
         entry = {**_time_kernel(kernel, cache, plan.threads), "for": precision}
-        entry.update(weight_bytes=kernel.weight_bytes, base_ms=base_ms[runtime])
-        if "min_ms" in entry and entry["base_ms"] is not None:
-            entry["gbs"] = roofline.bandwidth_gbs(kernel, entry["min_ms"], base, entry["base_ms"])
+        base_ms = _time_kernel(base, cache, plan.threads).get("min_ms")
+        entry.update(weight_bytes=kernel.weight_bytes, base_ms=base_ms)
+        if "min_ms" in entry and base_ms is not None:
+            entry["gbs"] = roofline.bandwidth_gbs(kernel, entry["min_ms"], base, base_ms)
             if entry["gbs"] is not None:
                 bandwidths[runtime, precision] = entry["gbs"]
         entries.append(entry)
@@ -203,19 +202,16 @@ def measure_reads(plan: Plan, reads: list[tuple[str, str]], cache: Path) -> tupl
 
 
 def measure_roofline(plan: Plan, rows: list[dict], cache: Path) -> dict:
-    """The peaks and, on CPU runtimes, the weight-read bandwidths behind the rows that ran;
-    each ok row's fraction of its peak and of its per-layer roofline."""
+    """The peaks and, on CPU runtimes, the weight-read rates behind the rows that ran; each ok
+    row's fraction of its peak and of its per-layer roofline."""
     ok = [r for r in rows if r["status"] == "ok"]
     peaks, entries = measure_peaks(plan, {r["runtime"] for r in ok}, cache)
-    llc = last_level_cache_bytes()  # bench.json's machine entry records it too
     reads = sorted(
         (runtime, precision)
         for runtime, precision in {(r["runtime"], roofline.precision_of(r["format"])) for r in ok}
-        if runtime in roofline.HOST_RUNTIMES
-        and precision in roofline.WEIGHT_BYTES
-        and roofline.outgrows(roofline.model_weight_bytes(plan.layers, precision), llc)
+        if runtime in roofline.HOST_RUNTIMES and precision in roofline.WEIGHT_BYTES
     )
-    bandwidths, memory = measure_reads(plan, reads, cache)
+    bandwidths, memory = measure_reads(plan, reads, cache) if plan.layers else ({}, [])
     for row in rows:
         row["roofline_fraction"] = roofline.fraction(row, peaks)
         row.update(roofline.attainable(row, peaks, bandwidths, plan.layers))

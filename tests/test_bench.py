@@ -43,19 +43,14 @@ def run_dir(tmp_path_factory) -> Path:
     return run
 
 
-SMALL_CACHE = 2**16  # the tiny models' weights outgrow it, so the memory roof is in play
-
-
-def small_cache_roofline(mp: pytest.MonkeyPatch, tmp_path_factory) -> None:
-    """Matmul models for the roofline go to a per-session cache, not ~/.cache, and the CPU's
-    last-level cache is taken to be 64 KiB."""
+def roofline_in_tmp(mp: pytest.MonkeyPatch, tmp_path_factory) -> None:
+    """Matmul models for the roofline go to a per-session cache, not ~/.cache."""
     mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
-    mp.setattr(suite, "last_level_cache_bytes", lambda: SMALL_CACHE)
 
 
 @pytest.fixture(autouse=True)
 def roofline_cache(tmp_path_factory, monkeypatch):
-    small_cache_roofline(monkeypatch, tmp_path_factory)
+    roofline_in_tmp(monkeypatch, tmp_path_factory)
 
 
 def copy_run(run_dir: Path, dest: Path) -> Path:
@@ -223,19 +218,26 @@ def test_roofline_kernels_compute_a_matmul(tmp_path):
 
 
 def test_stream_kernel_reads_the_models_weight_bytes_and_computes_a_gemv(tmp_path):
-    """The memory roof's matmul: batch 1, fp32 weights of (at least) the model's bytes."""
-    kernel = roofline.stream_kernel("ort-cpu", 2**18 - 5)  # rounded up to whole columns
+    """The memory roof's matmul: batch 1, weights of (at least) the model's bytes at the
+    precision of the row it bounds, in that precision's kernel."""
+    kernel = roofline.stream_kernel("ort-cpu", "fp32", 2**18 - 5)  # rounded up to whole columns
     assert kernel.shape == (1, roofline.STREAM_K, 16) and kernel.weight_bytes == 2**18
-    base = roofline.stream_kernel("ort-cpu", 1)  # one column: the fixed cost of a call
+    base = roofline.stream_kernel("ort-cpu", "fp32", 1)  # one column: the fixed cost of a call
     assert base.weight_bytes == 4 * roofline.STREAM_K
     got = roofline.bandwidth_gbs(kernel, 2.0, base, 0.5)  # 240 KiB more in 1.5 ms more
     assert got == pytest.approx((2**18 - 2**14) / 1.5e6)
     assert roofline.bandwidth_gbs(kernel, 0.5, base, 0.5) is None  # reads cost nothing
-    big = roofline.stream_kernel("litert", roofline.model_weight_bytes(LAYERS, "fp32"))  # 40 MB
+    big = roofline.stream_kernel("litert", "fp32", roofline.model_weight_bytes(LAYERS, "fp32"))
     assert big.shape == (1, roofline.STREAM_K, 2442) and big.filename.endswith(".tflite")
     session = open_artifact(roofline.kernel_file(kernel, tmp_path), "ort-cpu")
     a = np.random.default_rng(1).standard_normal((1, roofline.STREAM_K)).astype(np.float32)
     assert session.run(a).shape == (1, 16)
+    int8 = roofline.stream_kernel("ort-cpu", "int8", 2**18 - 5)  # one byte a weight
+    assert int8.shape == (1, roofline.STREAM_K, 64) and int8.weight_bytes == 2**18
+    assert int8.filename == roofline.KERNELS["ort-cpu", "int8"].filename
+    session = open_artifact(roofline.kernel_file(int8, tmp_path), "ort-cpu")
+    a = np.random.default_rng(1).integers(0, 256, (1, roofline.STREAM_K)).astype(np.uint8)
+    assert session.run(a).shape == (1, 64)
 
 
 def test_last_level_cache_bytes_reads_the_highest_level(tmp_path):
@@ -281,17 +283,6 @@ def test_attainable_is_the_per_layer_roofline(change, bandwidths, want):
     per_weight = roofline.WEIGHT_BYTES[roofline.precision_of(row["format"])]
     assert got["weight_bytes"] == 10**7 * per_weight
     assert set(got) == set(roofline.ATTAINABLE_KEYS)
-
-
-def test_weights_that_fit_in_the_cache_get_no_memory_roof(monkeypatch, tmp_path):
-    assert roofline.outgrows(2**20 + 1, 2**20) and not roofline.outgrows(2**20, 2**20)
-    assert not roofline.outgrows(2**40, None)  # cache size unknown
-    monkeypatch.setattr(suite, "last_level_cache_bytes", lambda: 2**30)
-    row = {**ROW, "format": "onnx", "runtime": "ort-cpu", "status": "ok", "p50_ms": 3.3}
-    plan = suite.Plan(tmp_path, [], ["ort-cpu"], [1], Protocol(1, 2, None), 1, 10**8, LAYERS)
-    roof = suite.measure_roofline(plan, [row], tmp_path)
-    assert roof["memory"] == [] and row["bound"] == "compute"
-    assert row["attainable_fraction"] == pytest.approx(row["roofline_fraction"])
 
 
 def test_attainable_is_empty_without_a_peak_or_layers():
@@ -340,21 +331,29 @@ def test_a_peak_is_the_fastest_of_its_rounds_and_a_row_above_a_roof_is_flagged(
 
 
 def test_roofline_reads_the_models_bytes_per_runtime_and_precision_that_ran(tmp_path):
-    """One stream matmul per (CPU runtime, precision) of the ok rows, over the model's bytes."""
+    """One stream matmul per (CPU runtime, precision) of the ok rows, over the model's bytes at
+    that precision, in that precision's kernel; measured whatever the size of the CPU's caches
+    (weights this small fit in any last-level cache)."""
     rows = [
         {**ROW, "format": "onnx", "runtime": "ort-cpu", "status": "ok", "p50_ms": 3.3},
-        {"format": "onnx-int8", "runtime": "ort-cpu", "batch": 1, "status": "failed"},
+        {**ROW, "format": "onnx-int8", "runtime": "ort-cpu", "status": "ok", "p50_ms": 2.0},
+        {"format": "tflite", "runtime": "litert", "batch": 1, "status": "failed"},
     ]
     model = (LayerCost("a", 10**6, 250_000), LayerCost("b", 10**6, 250_000))  # 2 MB of fp32
     plan = suite.Plan(tmp_path, [], ["ort-cpu"], [1], Protocol(1, 2, None), 1, 2 * 10**6, model)
     roof = suite.measure_roofline(plan, rows, tmp_path)
     assert [p["precision"] for p in roof["peaks"]] == ["fp32", "int8"]
-    [read] = roof["memory"]
-    assert (read["runtime"], read["for"], read["shape"]) == ("ort-cpu", "fp32", [1, 4096, 123])
-    extra_ms = read["min_ms"] - read["base_ms"]  # over the one-column call's fixed cost
-    want = 122 * 4096 * 4 / (extra_ms * 1e6) if extra_ms > 0 else None
-    assert read["gbs"] == pytest.approx(want)
-    assert rows[0]["weight_bytes"] == 2_000_000 and "attainable_fraction" not in rows[1]
+    reads = {read["for"]: read for read in roof["memory"]}
+    assert set(reads) == {"fp32", "int8"}
+    for precision, read in reads.items():
+        per_weight = roofline.WEIGHT_BYTES[precision]
+        assert (read["runtime"], read["precision"]) == ("ort-cpu", precision)
+        assert read["shape"] == [1, 4096, 123] and read["weight_bytes"] == 123 * 4096 * per_weight
+        extra_ms = read["min_ms"] - read["base_ms"]  # over the one-column call's fixed cost
+        want = 122 * 4096 * per_weight / (extra_ms * 1e6) if extra_ms > 0 else None
+        assert read["gbs"] == pytest.approx(want)
+    assert rows[0]["weight_bytes"] == 2_000_000 and rows[1]["weight_bytes"] == 500_000
+    assert "attainable_fraction" not in rows[2]
     assert [layer["parameters"] for layer in roof["layers"]] == [250_000, 250_000]
 
 
@@ -366,7 +365,7 @@ def benched(run_dir, tmp_path_factory) -> tuple[int, Path, dict]:
     """`toolkit bench` on a copy of the run, every runtime, batches 1 and 2, three runs each."""
     run = copy_run(run_dir, tmp_path_factory.mktemp("benched") / "run")
     mp = pytest.MonkeyPatch()
-    small_cache_roofline(mp, tmp_path_factory)
+    roofline_in_tmp(mp, tmp_path_factory)
     try:
         code = main(["bench", str(run), "--batch", "1,2", *SHORT])
     finally:
