@@ -9,6 +9,8 @@ from pathlib import Path
 from export.calibration import DEFAULT_CALIB_SAMPLES
 from export.errors import ExportError
 from export.formats import ALL, FORMATS, parse_formats
+from export.onnx import MAX_OPSET, MIN_OPSET
+from export.onnx_rewrite import ATTENTION_OPSET
 from export.pipeline import DEFAULT_OPSET, EXPORT_DIR, export_run
 
 
@@ -36,7 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--opset",
         type=int,
         metavar="N",
-        help=f"ONNX formats: opset >= 17 (default {DEFAULT_OPSET})",
+        help=f"ONNX formats: opset {MIN_OPSET} to {MAX_OPSET} (default {DEFAULT_OPSET}; from "
+        f"{ATTENTION_OPSET} each attention is one Attention node)",
     )
     p.add_argument(
         "--max-accuracy-drop",

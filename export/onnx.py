@@ -19,13 +19,14 @@ from unittest import mock
 
 import keras
 import onnx
+import onnx.version_converter
 import tf2onnx
 import tf2onnx.optimizer
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 import toolkit
 from export.errors import ExportError
-from export.onnx_rewrite import rewrite
+from export.onnx_rewrite import ATTENTION_OPSET, rewrite
 from export.oplist import STANDARD_ONNX_DOMAINS, forbidden_ops, onnx_ops
 from export.signature import INPUT_NAME, OUTPUT_NAME, serving_function
 from export.source import ExportSource
@@ -34,7 +35,8 @@ from toolkit.errors import first_line
 from toolkit.native_logs import captured_native_stderr
 
 MIN_OPSET = 17
-MAX_OPSET = max(tf2onnx.constants.OPSET_TO_IR_VERSION)  # the newest opset tf2onnx can target
+TF2ONNX_MAX_OPSET = max(tf2onnx.constants.OPSET_TO_IR_VERSION)  # the newest tf2onnx can target
+MAX_OPSET = ATTENTION_OPSET  # above tf2onnx's newest, onnx's version converter lifts the graph
 BATCH_DIM = "batch"
 SKIPPED_TF2ONNX_OPTIMIZERS = ("optimize_transpose",)
 
@@ -73,12 +75,24 @@ def keras_to_onnx(
                 name=model.name,
                 input_names=[tf_in],
                 output_names=[tf_out],
-                opset=opset,
+                opset=min(opset, TF2ONNX_MAX_OPSET),
                 tensors_to_rename={tf_in: INPUT_NAME, tf_out: OUTPUT_NAME},
             )
+    if opset > TF2ONNX_MAX_OPSET:
+        proto = lifted(proto, opset)
     rewrite(proto)
     _name_batch_dim(proto)
     return proto
+
+
+def lifted(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+    """`model` at the default-domain `opset` by onnx's version converter (which rewrites only
+    the nodes whose op changed between the two opsets), with the IR version that opset needs."""
+    lifted_model = onnx.version_converter.convert_version(model, opset)
+    lifted_model.ir_version = onnx.helper.find_min_ir_version_for(
+        list(lifted_model.opset_import), ignore_unknown=True
+    )
+    return lifted_model
 
 
 def _name_batch_dim(model: onnx.ModelProto) -> None:

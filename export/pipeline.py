@@ -25,7 +25,7 @@ from toolkit.errors import UsageError, first_line
 from toolkit.progress import progress
 from toolkit.runfolder import EXPORT_DIR, open_run
 
-DEFAULT_OPSET = MIN_OPSET
+DEFAULT_OPSET = MAX_OPSET  # opset 23: each attention core one standard Attention node
 
 
 def export_run(
@@ -39,7 +39,8 @@ def export_run(
 ) -> dict:
     """Export RUN to `formats` in `out` (default RUN/export); return the merged model.json.
 
-    calib_samples defaults to 500 and opset to 17; None means "not given" for option checks.
+    calib_samples defaults to 500 and opset to DEFAULT_OPSET; None means "not given" for option
+    checks.
     max_accuracy_drop (top-1 points) makes the int8 formats search their recipe tables.
     """
     names = parse_formats(formats)

@@ -28,7 +28,7 @@ from export.int8_search import recipe_settings
 from export.manifest import MANIFEST_FILE, sha256
 from export.onnx import keras_to_onnx
 from export.oplist import Op, forbidden_ops, onnx_ops, op_names, tflite_op_sequence, tflite_ops
-from export.pipeline import EXPORT_DIR
+from export.pipeline import DEFAULT_OPSET, EXPORT_DIR
 from export.signature import INPUT_NAME
 from export.tflite import DYNAMIC_B1, INT8, convert_tflite, tflite_spelling
 from export.verify.opexport import OpExport
@@ -301,9 +301,10 @@ def test_onnx_graph_has_fused_norms_and_no_shape_arithmetic(exported, tmp_path):
     norms = _keras_layers(exported["model"], "LayerNormalization")
     assert ops["LayerNormalization"] == norms > 0
     assert not {"Shape", "Gather", "ReduceProd", "Cast", "Sqrt", "Reciprocal"} & set(ops), ops
-    # LSA's masked softmax as Add + Softmax: no row minimum, no renormalising sum
-    assert ops["Softmax"] == _keras_layers(exported["model"], "LocalitySelfAttention")
-    assert not {"ReduceMin", "ReduceSum"} & set(ops), ops
+    # each LSA core one standard Attention node (default opset 23): no head split or merge
+    # Transposes, no Softmax, no row minimum, no renormalising sum
+    assert ops["Attention"] == _keras_layers(exported["model"], "LocalitySelfAttention")
+    assert not {"Softmax", "ReduceMin", "ReduceSum"} & set(ops), ops
     # what ONNX Runtime runs: every GELU fused into one kernel when it loads the graph
     options = ort.SessionOptions()
     options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
@@ -559,10 +560,10 @@ def test_manifest_describes_every_artifact(exported):
         int8_io = fmt == "tflite-int8"
         assert inp["dtype"] == outp["dtype"] == ("int8" if int8_io else "float32")
         assert (inp["scale"] is not None) == int8_io and (outp["zero_point"] is not None) == int8_io
-    assert manifest["artifacts"]["onnx"]["options"] == {"opset": 17}
+    assert manifest["artifacts"]["onnx"]["options"] == {"opset": DEFAULT_OPSET}
     calib = {"calib_data": DATA, "calib_samples": CALIB_SAMPLES}
     assert manifest["artifacts"]["tflite-int8"]["options"] == calib
-    assert manifest["artifacts"]["onnx-int8"]["options"] == {"opset": 17, **calib}
+    assert manifest["artifacts"]["onnx-int8"]["options"] == {"opset": DEFAULT_OPSET, **calib}
 
 
 # -- re-exports, failures and bad input --

@@ -15,11 +15,13 @@ from export import onnx_rewrite
 from export.errors import ExportError
 from export.onnx_int8 import OnnxRecipe, quantize_int8
 from export.onnx_rewrite import (
+    ATTENTION_OPSET,
     FLOAT_NODE_SUFFIX,
     additive_diagonal_mask,
     constant_reshapes,
     drop_dead_nodes,
     drop_identity_resizes,
+    fuse_attention,
     fuse_gelu,
     fuse_layer_norm,
     fuse_tensordot,
@@ -51,7 +53,9 @@ class Builder:
         self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=out, **attrs))
         return out
 
-    def model(self, y: str, rank: int = 3, out: list | None = None) -> onnx.ModelProto:
+    def model(
+        self, y: str, rank: int = 3, out: list | None = None, opset: int = 17
+    ) -> onnx.ModelProto:
         self.nodes.append(helper.make_node("Identity", [y], ["y"], name="out"))
         dims = ["batch", TOKENS, WIDTH] if rank == 3 else ["batch", 2, 3, WIDTH]
         graph = helper.make_graph(
@@ -61,8 +65,9 @@ class Builder:
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, out or dims)],
             self.inits,
         )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-        model.ir_version = 8
+        opsets = [helper.make_opsetid("", opset)]
+        model = helper.make_model(graph, opset_imports=opsets)
+        model.ir_version = helper.find_min_ir_version_for(opsets)
         return model
 
 
@@ -313,3 +318,60 @@ def test_static_int8_leaves_the_marked_mask_nodes_float(tmp_path):
     session = ort.InferenceSession(str(quantized), providers=["CPUExecutionProvider"])
     weights = session.run(None, {INPUT_NAME: calibration})[0]
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)  # no int8 scale saw the fill
+
+
+HEADS, HEAD_SIZE = 2, 4  # WIDTH = HEADS * HEAD_SIZE
+
+
+def tf2onnx_attention(b: Builder, x: str, mask: np.ndarray | None, div: bool) -> str:
+    """SelfAttention's core on projections of x, as tf2onnx writes it (after
+    `additive_diagonal_mask`): head split Reshape + Transpose of q, k (to k^T) and v, q scaled,
+    QK^T, the mask Add, Softmax, the product with v, the head merge."""
+
+    def heads(perm: list[int]) -> str:
+        projected = b.op("MatMul", x, b.const(RNG.normal(size=(WIDTH, WIDTH)).astype(np.float32)))
+        split = b.const(np.array([-1, TOKENS, HEADS, HEAD_SIZE], np.int64))
+        return b.op("Transpose", b.op("Reshape", projected, split), perm=perm)
+
+    q, k, v = heads([0, 2, 1, 3]), heads([0, 2, 3, 1]), heads([0, 2, 1, 3])
+    scale = b.const(np.float32(2.0 if div else 0.5))
+    scores = b.op("MatMul", b.op("Div" if div else "Mul", q, scale), k)
+    if mask is not None:
+        scores = b.op("Add", scores, b.const(mask))
+    attended = b.op("MatMul", b.op("Softmax", scores, axis=-1), v)
+    merge = b.const(np.array([-1, TOKENS, WIDTH], np.int64))
+    return b.op("Reshape", b.op("Transpose", attended, perm=[0, 2, 1, 3]), merge)
+
+
+@pytest.mark.parametrize("masked", [True, False], ids=["lsa", "plain"])
+@pytest.mark.parametrize("div", [False, True], ids=["mul", "div"])
+def test_an_attention_core_becomes_one_attention_node_from_opset_23(masked, div):
+    mask = np.where(np.eye(TOKENS, dtype=bool), np.finfo(np.float32).min, 0).astype(np.float32)
+    b = Builder()
+    y = tf2onnx_attention(b, "x", mask if masked else None, div)
+    model = b.model(y, opset=ATTENTION_OPSET)
+    before = _copy(model)
+    assert fuse_attention(model, observe_shapes(model)) == 1
+    drop_dead_nodes(model)
+    assert ops(model) == Counter({"MatMul": 3, "Attention": 1, "Identity": 1})
+    [node] = [n for n in model.graph.node if n.op_type == "Attention"]
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    assert attrs["q_num_heads"] == attrs["kv_num_heads"] == HEADS
+    assert attrs["scale"] == pytest.approx(0.5) and len(node.input) == 3 + masked
+    assert node.name.endswith(FLOAT_NODE_SUFFIX)  # static int8 leaves it float
+    onnx.checker.check_model(model, full_check=True)
+    x = _x()
+    np.testing.assert_allclose(run(model, x), run(before, x), rtol=1e-5, atol=1e-5)
+    older = _copy(before)
+    older.opset_import[0].version = 18  # no Attention op before opset 23
+    assert fuse_attention(older, observe_shapes(older)) == 0
+
+
+def test_an_attention_core_read_elsewhere_is_left_alone():
+    b = Builder()
+    y = tf2onnx_attention(b, "x", None, div=False)
+    softmax = next(n for n in b.nodes if n.op_type == "Softmax")
+    mean = b.op("ReduceMean", softmax.output[0], b.const(np.array([1, 3], np.int64)), keepdims=0)
+    y = b.op("Add", y, b.op("Unsqueeze", mean, b.const(np.array([-1], np.int64))))
+    model = b.model(y, opset=ATTENTION_OPSET)  # the weights are an output of their own
+    assert fuse_attention(model, observe_shapes(model)) == 0
