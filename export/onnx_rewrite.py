@@ -37,6 +37,7 @@ from export.errors import ExportError
 from toolkit.ops.attention import DIAGONAL_FILL  # exp(lowest - row max) is exactly 0
 
 FLOAT_NODE_SUFFIX = "/keep_float"  # nodes a static int8 recipe must leave float (export.onnx_int8)
+ATTENTION_OPSET = 23  # the first opset with a standard Attention op (fuse_attention)
 OBSERVED_BATCHES = (2, 3)  # two batch sizes: a dimension that differs between them is dynamic
 REWRITE_TOLERANCE = 1e-4  # relative to the largest output: float reassociation, nothing more
 SQRT_HALF = float(np.sqrt(0.5))
@@ -438,9 +439,6 @@ def additive_diagonal_mask(model: onnx.ModelProto, shapes: Shapes) -> int:
         ]
         _replace(model, div, nodes)
     return len(matches)
-
-
-ATTENTION_OPSET = 23  # the first opset with a standard Attention op
 
 
 def default_opset(model: onnx.ModelProto) -> int:
