@@ -626,8 +626,8 @@ PASSES: dict[str, Callable[[onnx.ModelProto, Shapes], int]] = {
 
 
 def rewrite(model: onnx.ModelProto) -> dict[str, int]:
-    """Apply every pass in place, then drop what no longer feeds the output; returns how many
-    places each pass changed (and `dead_nodes_removed`).
+    """Apply every pass in place, each followed by dropping what no longer feeds the output;
+    returns how many places each pass changed (and `dead_nodes_removed`, in all).
 
     Raises ExportError when the rewritten graph's output differs from the original's on the
     probe inputs (a pass that matched what it should not): a bug, never a silent change.
