@@ -27,6 +27,7 @@ from export.formats import check_options, parse_formats
 from export.int8_search import recipe_settings
 from export.manifest import MANIFEST_FILE, sha256
 from export.onnx import keras_to_onnx
+from export.onnx_rewrite import default_opset
 from export.oplist import Op, forbidden_ops, onnx_ops, op_names, tflite_op_sequence, tflite_ops
 from export.pipeline import DEFAULT_OPSET, EXPORT_DIR
 from export.signature import INPUT_NAME
@@ -312,6 +313,25 @@ def test_onnx_graph_has_fused_norms_and_no_shape_arithmetic(exported, tmp_path):
     optimized = Counter(n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node)
     gelus = optimized["Gelu"] + optimized["BiasGelu"]  # BiasGelu: a MatMul bias folded in
     assert gelus == ops["Erf"] > 0 and "Erf" not in optimized, optimized
+
+
+def test_onnx_below_opset_23_spells_attention_op_by_op_with_the_same_logits(exported):
+    model = exported["model"]
+    older = keras_to_onnx(model, tuple(model.input_shape[1:]), 17)
+    default = onnx.load(str(exported["out"] / FORMATS["onnx"].filename))
+    assert default_opset(older) == 17 and default_opset(default) == DEFAULT_OPSET
+    ops = Counter(node.op_type for node in older.graph.node)
+    assert "Attention" not in ops
+    assert ops["Softmax"] == _keras_layers(model, "LocalitySelfAttention")
+    x = exported["test_images"][:8].astype(np.float32)
+
+    def logits(graph: onnx.ModelProto) -> np.ndarray:
+        session = ort.InferenceSession(
+            graph.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        return session.run(None, {INPUT_NAME: x})[0]
+
+    np.testing.assert_allclose(logits(older), logits(default), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("additive_mask", [False, True])
