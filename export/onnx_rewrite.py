@@ -174,6 +174,11 @@ def _add_initializer(model: onnx.ModelProto, name: str, value: np.ndarray) -> st
     return name
 
 
+def _attrs(node: onnx.NodeProto) -> dict:
+    """A node's attributes by name, as Python values."""
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
 def _last_axis_reduce(
     g: GraphIndex, node: onnx.NodeProto | None, op_type: str, rank: int
 ) -> str | None:
@@ -181,7 +186,7 @@ def _last_axis_reduce(
     axis only of a rank-`rank` tensor, or None."""
     if node is None or node.op_type != op_type:
         return None
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    attrs = _attrs(node)
     axes = attrs.get("axes")
     if axes is None and len(node.input) > 1:  # an input since opset 13 (ReduceSum) or 18
         value = g.constants.get(node.input[1])
@@ -380,7 +385,7 @@ def _diagonal_softmax_at(g: GraphIndex, softmax: onnx.NodeProto, shapes: Shapes)
 
     with keep = 1 - eye, eye an identity. Returns (the final Div, s, eye) or None.
     """
-    attrs = {a.name: helper.get_attribute_value(a) for a in softmax.attribute}
+    attrs = _attrs(softmax)
     add = g.node(softmax.input[0], "Add")
     if add is None or attrs.get("axis", -1) != -1 or len(g.readers(add.output[0])) != 1:
         return None
@@ -450,7 +455,7 @@ def _heads_of(g: GraphIndex, name: str, perm: list[int]) -> tuple[str, int, int,
     """(3-D input, tokens, heads, head size) when `name` is Transpose(`perm`) of
     Reshape(x, [-1, T, H, D]) and each is read once: a head split."""
     transpose = g.node(name, "Transpose")
-    if transpose is None or _perm(transpose) != perm or len(g.readers(name)) != 1:
+    if transpose is None or _attrs(transpose).get("perm") != perm or len(g.readers(name)) != 1:
         return None
     reshape = g.node(transpose.input[0], "Reshape")
     if reshape is None or len(g.readers(reshape.output[0])) != 1:
@@ -461,10 +466,6 @@ def _heads_of(g: GraphIndex, name: str, perm: list[int]) -> tuple[str, int, int,
     return reshape.input[0], int(shape[1]), int(shape[2]), int(shape[3])
 
 
-def _perm(node: onnx.NodeProto) -> list[int]:
-    return next((list(a.ints) for a in node.attribute if a.name == "perm"), [])
-
-
 def _attention_at(g: GraphIndex, softmax: onnx.NodeProto) -> tuple | None:
     """Match one attention core as tf2onnx spells `toolkit.ops.attention.SelfAttention` (after
     `additive_diagonal_mask`), at its Softmax:
@@ -472,8 +473,7 @@ def _attention_at(g: GraphIndex, softmax: onnx.NodeProto) -> tuple | None:
     [-> Add(constant T x T mask)] -> Softmax -> MatMul with Transpose(Reshape(v3), [0,2,1,3])
     -> Transpose [0,2,1,3] -> Reshape [-1, T, H*D].
     Returns (the final Reshape, q3, k3, v3, mask or None, heads, scale)."""
-    axis = next((a.i for a in softmax.attribute if a.name == "axis"), -1)
-    if axis not in (-1, 3):
+    if _attrs(softmax).get("axis", -1) not in (-1, 3):
         return None
     scores, mask = softmax.input[0], None
     add = g.node(scores, "Add")
@@ -504,7 +504,7 @@ def _attention_at(g: GraphIndex, softmax: onnx.NodeProto) -> tuple | None:
         return None
     v = _heads_of(g, av.input[1], [0, 2, 1, 3])
     merge = g.only_reader(av.output[0], "Transpose")
-    if v is None or merge is None or _perm(merge) != [0, 2, 1, 3]:
+    if v is None or merge is None or _attrs(merge).get("perm") != [0, 2, 1, 3]:
         return None
     out = g.only_reader(merge.output[0], "Reshape")
     tokens, heads, size = q[1:]
@@ -592,7 +592,7 @@ def drop_identity_resizes(model: onnx.ModelProto, shapes: Shapes) -> int:
     count = 0
     graph_outputs = {o.name for o in model.graph.output}
     for node in list(model.graph.node):
-        modes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        modes = _attrs(node)
         if node.op_type != "Resize" or modes.get("coordinate_transformation_mode") == (
             b"tf_crop_and_resize"
         ):
