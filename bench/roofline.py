@@ -71,7 +71,8 @@ class Kernel:
         return self.shape[1] * self.shape[2] * WEIGHT_BYTES[self.precision]
 
 
-def _onnx_model(integer: bool, shape: Shape):
+def onnx_matmul(integer: bool, shape: Shape):
+    """The one-node ONNX matmul of `shape`: MatMul in fp32, MatMulInteger u8 x s8 in int8."""
     from onnx import TensorProto, helper, numpy_helper
 
     m, k, n = shape
@@ -97,7 +98,7 @@ def build_onnx(integer: bool) -> Callable[[Path, Shape], None]:
     """Writer of the one-node ONNX matmul, fp32 or u8 x s8."""
 
     def build(path: Path, shape: Shape) -> None:
-        path.write_bytes(_onnx_model(integer, shape).SerializeToString())
+        path.write_bytes(onnx_matmul(integer, shape).SerializeToString())
 
     return build
 

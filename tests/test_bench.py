@@ -3,6 +3,7 @@ registry, the end-to-end outputs, failed and unavailable rows, and the exit-2 pa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 from bench import roofline, suite
 from bench.machine import last_level_cache_bytes
 from bench.report import roofline_lines
-from bench.studies import interleaved, kernel_profile
+from bench.studies import interleaved, kernel_profile, product_threads
 from bench.suite import ACCURACY_CACHE
 from cli.main import main
 from export import export_run
@@ -689,3 +690,60 @@ def test_kernel_profile_samples_xnnpack_kernels(run_dir, capsys):
     )  # rows are rounded
     assert any(r.symbol.startswith("xnn_") for r in rows)  # XNNPACK ran the calls
     assert "| share | library | symbol |" in capsys.readouterr().out
+
+
+# -- bench.studies.product_threads: one product per runtime and precision, 1 and 2 threads --
+
+
+def test_product_threads_int8_onnx_product_is_the_default_recipes(tmp_path):
+    """ONNX Runtime's int8 product is the fp32 MatMul quantized as `onnx-int8` is: int8 weights,
+    activations quantized per call (standard ops), and it computes that matmul."""
+    import onnx
+    from onnx import numpy_helper
+
+    small = dataclasses.replace(product_threads.KERNELS["ort-cpu", "int8"], shape=(4, 32, 16))
+    path = roofline.kernel_file(small, tmp_path)
+    graph = onnx.load(str(path)).graph
+    assert {n.op_type for n in graph.node} >= {"DynamicQuantizeLinear", "MatMulInteger"}
+    assert all(n.domain in ("", "ai.onnx") for n in graph.node)  # builtin ops only
+    fp32 = roofline.onnx_matmul(False, small.shape)
+    w = numpy_helper.to_array(fp32.graph.initializer[0]).astype(np.float64)
+    a = np.random.default_rng(1).integers(0, 256, (4, 32)).astype(np.float32)
+    want = a @ w
+    got = open_artifact(path, "ort-cpu").run(a)
+    np.testing.assert_allclose(got, want, atol=0.03 * np.abs(want).max())
+
+
+def test_product_threads_times_each_product_at_each_thread_count(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "report.json"
+    argv = ["--shapes", "4x32x16", "--threads", "1,2", "--runtimes", "ort-cpu", "--runs", "5"]
+    assert product_threads.main([*argv, "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert [(r["runtime"], r["precision"]) for r in report["rows"]] == [
+        ("ort-cpu", "fp32"),
+        ("ort-cpu", "int8"),
+    ]
+    for row in report["rows"]:
+        assert row["shape"] == [4, 32, 16] and set(row["us"]) == {"1", "2"}
+        assert all(us > 0 for us in row["us"].values())
+    table = capsys.readouterr().out
+    assert "| 4x32x16 | ort-cpu | int8 |" in table and "2 threads vs 1" in table
+    assert report["machine"]["cpu"] and report["command"].endswith("--json " + str(out))
+
+
+def test_product_threads_bad_input_exits_2(tmp_path, capsys):
+    folder = tmp_path / "taken"
+    folder.mkdir()
+    cases = {
+        "two dimensions": (["--shapes", "4x8"], "ROWSxDEPTHxCOLUMNS"),
+        "zero rows": (["--shapes", "0x8x8"], "ROWSxDEPTHxCOLUMNS"),
+        "zero threads": (["--threads", "1,0"], "--threads"),
+        "unknown runtime": (["--runtimes", "litert,tpu"], "--runtimes"),
+        "json is a folder": (["--json", str(folder)], "--json"),
+    }
+    for argv, words in cases.values():
+        assert product_threads.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert words in err and len(err.splitlines()) == 1
+    assert list(folder.iterdir()) == []

@@ -29,10 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.machine import cpu_text, describe
+from bench.machine import describe
+from bench.studies.provenance import header_lines, publish
 from export.formats import FORMATS, parse_formats
 from toolkit.argtypes import OneLineParser, positive_int
-from toolkit.atomic import check_writable, write_json
+from toolkit.atomic import check_writable
 from toolkit.errors import UsageError
 from toolkit.progress import progress
 from toolkit.runfolder import open_run
@@ -140,13 +141,8 @@ def measure(
 
 def markdown(report: dict) -> str:
     """The report as a Markdown table with its command, date and machine."""
-    machine = report["machine"]
     lines = [
-        f"- command: `{report['command']}`",
-        f"- date: {report['date']} (start)",
-        f"- machine: {cpu_text(machine)}, {machine['cores']} cores, load average "
-        f"{machine['load_average']} at start",
-        "- versions: " + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()),
+        *header_lines(report),
         f"- protocol: batch 1, {report['threads']} threads, {report['warmup']} warmup calls per "
         f"file, then {report['segments']} round-robin segments of {report['calls']} calls of "
         "each file in one process, every other segment in reverse order; " + report["call"],
@@ -217,10 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         "call": TIMED_CALL,
         **measured,
     }
-    print(markdown(report), end="")
-    if args.json is not None:
-        write_json(args.json, report)
-    return 0
+    return publish(report, markdown(report), args.json)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,30 @@
+"""What a study's report starts with (its command, date, machine and versions), and where the
+report goes: the Markdown to stdout, the whole report to `--json` when given."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.machine import cpu_text
+from toolkit.atomic import write_json
+
+
+def header_lines(report: dict) -> list[str]:
+    """The report's command, start date, machine (CPU model and flags, cores, load) and
+    versions, as Markdown list items."""
+    machine = report["machine"]
+    return [
+        f"- command: `{report['command']}`",
+        f"- date: {report['date']} (start)",
+        f"- machine: {cpu_text(machine)}, {machine['cores']} cores, load average "
+        f"{machine['load_average']} at start",
+        "- versions: " + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()),
+    ]
+
+
+def publish(report: dict, text: str, json_path: Path | None) -> int:
+    """Print the Markdown `text`; write `report` to `json_path` too when given. Exit code 0."""
+    print(text, end="")
+    if json_path is not None:
+        write_json(json_path, report)
+    return 0
