@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.suite import ACCURACY_CACHE, KERAS_FORMAT, Artifact, Plan, run_suite
+from toolkit.argtypes import positive_ints
 from toolkit.errors import UsageError
 from toolkit.runtimes.timing import Protocol
 
@@ -55,13 +56,7 @@ def _choose(spec: str, known: list[str], what: str) -> list[str]:
 
 def parse_batches(spec: str) -> list[int]:
     """`1,32` -> [1, 32]; anything but positive integers is a UsageError."""
-    try:
-        batches = [int(s) for s in spec.split(",")]
-    except ValueError:
-        batches = []
-    if not batches or min(batches) < 1:
-        raise UsageError(f"--batch {spec!r} is not a comma list of positive integers, e.g. 1,32")
-    return list(dict.fromkeys(batches))
+    return list(dict.fromkeys(positive_ints(spec, "--batch", "1,32")))
 
 
 def _protocol(args: argparse.Namespace) -> Protocol:

@@ -34,6 +34,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from export.errors import ExportError
+from export.oplist import STANDARD_ONNX_DOMAINS
 from toolkit.ops.attention import DIAGONAL_FILL  # exp(lowest - row max) is exactly 0
 
 FLOAT_NODE_SUFFIX = "/keep_float"  # nodes a static int8 recipe must leave float (export.onnx_int8)
@@ -448,7 +449,7 @@ def additive_diagonal_mask(model: onnx.ModelProto, shapes: Shapes) -> int:
 
 def default_opset(model: onnx.ModelProto) -> int:
     """The model's opset of the default ONNX domain."""
-    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    return next(o.version for o in model.opset_import if o.domain in STANDARD_ONNX_DOMAINS)
 
 
 def _heads_of(g: GraphIndex, name: str, perm: list[int]) -> tuple[str, int, int, int] | None:

@@ -23,3 +23,17 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
     return value
+
+
+def positive_ints(spec: str, option: str, example: str) -> list[int]:
+    """`1,32` -> [1, 32] in the given order; anything but positive integers is a UsageError
+    naming `option` and an `example`."""
+    try:
+        values = [int(s) for s in spec.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise UsageError(
+            f"{option} {spec!r} is not a comma list of positive integers, e.g. {example}"
+        )
+    return values

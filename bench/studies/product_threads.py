@@ -31,7 +31,7 @@ from bench.studies.provenance import header_lines, publish
 from export.formats import ONNX_INT8_RECIPE
 from export.int8_search import ONNX_RECIPES
 from export.onnx_int8 import quantize_int8
-from toolkit.argtypes import OneLineParser, positive_int
+from toolkit.argtypes import OneLineParser, positive_int, positive_ints
 from toolkit.atomic import check_writable
 from toolkit.errors import UsageError
 from toolkit.progress import progress
@@ -79,17 +79,6 @@ def parse_shapes(text: str) -> list[roofline.Shape]:
     if not shapes:
         raise UsageError("--shapes: give at least one ROWSxDEPTHxCOLUMNS")
     return shapes
-
-
-def parse_threads(text: str) -> list[int]:
-    """'1,2' -> [1, 2]: thread counts, each >= 1, in the order given."""
-    try:
-        counts = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        counts = []
-    if not counts or min(counts) < 1:
-        raise UsageError(f"--threads: '{text}' is not a list of counts >= 1, e.g. 1,2")
-    return counts
 
 
 def measure(
@@ -156,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the report here")
     try:
         args = parser.parse_args(argv)
-        shapes, threads = parse_shapes(args.shapes), parse_threads(args.threads)
+        shapes, threads = parse_shapes(args.shapes), positive_ints(args.threads, "--threads", "1,2")
         runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
         known = sorted({r for r, _ in KERNELS})
         if not runtimes or any(r not in known for r in runtimes):
