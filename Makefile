@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint format install clean
+.PHONY: test test-fast demo lint format install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ format: $(STAMP)
 
 test: lint
 	TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q
+
+# the edit loop: everything but the tests that train or time (marked slow)
+test-fast: lint
+	TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q -m "not slow"
 
 demo: $(STAMP)
 	TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/toolkit demo

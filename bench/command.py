@@ -6,20 +6,22 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import math
 import os
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.suite import ACCURACY_CACHE, KERAS_FORMAT, Artifact, Plan, run_suite
-from toolkit.argtypes import positive_ints
+from bench.suite import KERAS_FORMAT, Artifact, Plan, run_suite
+from toolkit.argtypes import finite_float, positive_ints
 from toolkit.errors import UsageError
+from toolkit.formats import FORMATS
+from toolkit.runfolder import BENCH_FILES, BENCH_TOP1_FILE
 from toolkit.runtimes.timing import Protocol
 
 if TYPE_CHECKING:
     from toolkit.models.macs import LayerCost
 
-OUTPUTS = ("bench.json", "bench.md", "bench.png")
 DEFAULT_SECONDS = 3.0
 
 
@@ -33,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, help="ORT/LiteRT threads (default: the core count)")
     p.add_argument("--runs", type=int, help="stop after this many timed calls")
     p.add_argument(
-        "--seconds", type=float, help=f"time budget per row (default {DEFAULT_SECONDS:g})"
+        "--seconds", type=finite_float, help=f"time budget per row (default {DEFAULT_SECONDS:g})"
     )
     p.add_argument("--warmup", type=int, default=10, help="untimed calls first (default 10)")
     p.add_argument("--data", help="data spec for top-1 (default: the run's); test split used")
@@ -62,8 +64,8 @@ def parse_batches(spec: str) -> list[int]:
 def _protocol(args: argparse.Namespace) -> Protocol:
     if args.runs is not None and args.runs < 1:
         raise UsageError(f"--runs must be at least 1, not {args.runs}")
-    if args.seconds is not None and args.seconds <= 0:
-        raise UsageError(f"--seconds must be positive, not {args.seconds}")
+    if args.seconds is not None and not 0 < args.seconds < math.inf:  # nan, inf never end
+        raise UsageError(f"--seconds must be a positive finite number, not {args.seconds}")
     if args.warmup < 0:
         raise UsageError(f"--warmup must be 0 or more, not {args.warmup}")
     if args.threads is not None and args.threads < 1:
@@ -84,12 +86,15 @@ def make_plan(args: argparse.Namespace) -> Plan:
     runtimes = _choose(args.runtime, list(RUNTIMES), "runtime")
     run = open_run(args.run)
     run.load_model()  # another program's model.keras is refused before any timing
-    for name in (*OUTPUTS, ACCURACY_CACHE):  # the results must not be lost after the work
+    for name in (*BENCH_FILES, BENCH_TOP1_FILE):  # the results must not be lost after the work
         atomic.check_writable(run.path / name, hint="copy the run folder to a writable place")
     exported = run.manifest()["artifacts"]
     files = {KERAS_FORMAT: run.path / MODEL_FILE}
     files |= {fmt: run.export_dir / e["file"] for fmt, e in exported.items()}
     formats = _choose(args.formats, list(files), "formats")
+    nothing = _nothing_to_bench(args.run, runtimes, formats, files)
+    if nothing:  # decided before any work: an empty table is no result, and nothing is written
+        raise UsageError(nothing)
     split = None  # other classes than the run's would score top-1 against the wrong names
     if args.data:
         split = load_split(run, "test", args.data)[:2]
@@ -110,6 +115,41 @@ def make_plan(args: argparse.Namespace) -> Plan:
         data_spec=args.data,
         command=_command(args, runtimes, formats, batches, protocol, threads),
         test_split=split,
+    )
+
+
+def _opens(runtime: str, path: Path) -> bool:
+    """Whether `runtime` opens the file at `path` (as `Plan.cells` pairs them)."""
+    from toolkit.runtimes import RUNTIMES
+
+    return path.suffix.lower() in RUNTIMES[runtime].suffixes
+
+
+def _nothing_to_bench(
+    run: Path, runtimes: list[str], formats: list[str], files: dict[str, Path]
+) -> str | None:
+    """Why no chosen runtime opens any chosen format's file (the way out included); None when
+    at least one row will run."""
+    if any(_opens(r, files[f]) for r in runtimes for f in formats):
+        return None
+    from toolkit.runtimes import RUNTIMES
+
+    chosen = ", ".join(f"{f} ({files[f].name})" for f in formats)
+    fits = [r for r in RUNTIMES if any(_opens(r, files[f]) for f in formats)]
+    ways = [f"choose --runtime {','.join(fits)} for them"] if fits else []
+    others = [f for f in files if f not in formats and any(_opens(r, files[f]) for r in runtimes)]
+    exportable = [
+        name
+        for name, fmt in FORMATS.items()
+        if name not in files and any(_opens(r, Path(fmt.filename)) for r in runtimes)
+    ]
+    if others:
+        ways.append(f"add --formats {','.join(others)}")
+    elif exportable:
+        ways.append(f"export one it opens (`toolkit export {run} --format {exportable[0]}`)")
+    return (
+        f"nothing to bench: --runtime {','.join(runtimes)} opens none of the chosen formats "
+        f"{chosen}; {', or '.join(ways) or 'export the run first'}"
     )
 
 
@@ -144,10 +184,10 @@ def write_outputs(result: dict, run_dir: Path) -> list[Path]:
     from bench.report import markdown
     from toolkit import atomic
 
-    atomic.write_json(run_dir / OUTPUTS[0], result)
-    atomic.write_text(run_dir / OUTPUTS[1], markdown(result))
-    atomic.write_with(run_dir / OUTPUTS[2], lambda tmp: plot(result, tmp))
-    return [run_dir / name for name in OUTPUTS]
+    atomic.write_json(run_dir / BENCH_FILES[0], result)
+    atomic.write_text(run_dir / BENCH_FILES[1], markdown(result))
+    atomic.write_with(run_dir / BENCH_FILES[2], lambda tmp: plot(result, tmp))
+    return [run_dir / name for name in BENCH_FILES]
 
 
 def bench_run(args: argparse.Namespace, quiet: bool = False) -> tuple[dict, list[Path]]:

@@ -65,7 +65,7 @@ def terminal_table(result: dict) -> str:
     """Aligned text table of every row, then the reasons of rows that did not run."""
     headers = list(COLUMNS)
     body = _cells(result["rows"])
-    widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(headers)]
+    widths = [max([len(h), *(len(c[i]) for c in body)]) for i, h in enumerate(headers)]
 
     def line(cells: list[str]) -> str:
         return "  ".join(
@@ -119,7 +119,7 @@ def roofline_lines(result: dict) -> list[str]:
         lines.append(
             f"  warning: {what}: the machine was slower while the roofline was timed, so "
             "this run's fractions overstate; bench again, or compare files with "
-            "`python -m bench.studies.interleaved`"
+            "`python -m studies.interleaved`"
         )
     return lines
 

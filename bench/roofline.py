@@ -34,6 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+from toolkit.formats import FORMATS
+
 M = K = N = 1024  # rows, depth, columns: 1.07 GMAC per call, far from cache-bound
 MACS = M * K * N
 STREAM_K = 4096  # depth of the memory-roof matmul; its columns give it the model's weight bytes
@@ -45,11 +47,9 @@ KERAS_FORMAT = "keras"  # the run's model.keras, benched beside the exported for
 
 def precision_of(fmt: str) -> str | None:
     """Which peak a row of format `fmt` is held against: the `roofline` of its row in
-    export/formats.py (fp32 for the Keras model); None for a format this toolkit does not know."""
+    toolkit/formats.py (fp32 for the Keras model); None for a format this toolkit does not know."""
     if fmt == KERAS_FORMAT:
         return "fp32"
-    from export.formats import FORMATS  # TensorFlow and the converters: only when asked
-
     return FORMATS[fmt].roofline if fmt in FORMATS else None
 
 

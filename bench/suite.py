@@ -13,12 +13,12 @@ from pathlib import Path
 from bench import roofline
 from bench.machine import describe
 from toolkit.progress import progress
+from toolkit.runfolder import BENCH_TOP1_FILE, CONFIG_FILE
 from toolkit.runtimes import RUNTIMES
 from toolkit.runtimes.timing import Protocol
 from toolkit.runtimes.worker import TIMED_CALL, run_worker
 
 KERAS_FORMAT = roofline.KERAS_FORMAT
-ACCURACY_CACHE = "bench_top1.json"
 ROOFLINE_PROTOCOL = Protocol(warmup=3, runs=30, seconds=2.0)
 PEAK_ROUNDS = 2  # each peak kernel is timed this many times, a round over all kernels apart
 
@@ -81,7 +81,7 @@ def measure_row(plan: Plan, artifact: Artifact, runtime: str, batch: int) -> dic
 
 
 def _sha256(path: Path) -> str:
-    from export.manifest import sha256
+    from toolkit.manifest import sha256
 
     return sha256(path)
 
@@ -91,7 +91,7 @@ def attach_accuracy(plan: Plan, rows: list[dict]) -> dict:
     from bench.artifact_accuracy import test_split, top1
     from toolkit import atomic
 
-    cache_path = plan.run_dir / ACCURACY_CACHE
+    cache_path = plan.run_dir / BENCH_TOP1_FILE
     try:
         cache = json.loads(cache_path.read_text())
     except (OSError, ValueError):
@@ -265,7 +265,7 @@ def run_suite(
         on_row(rows[-1])
     data = attach_accuracy(plan, rows)
     attach_vs_keras(rows)
-    config = json.loads((plan.run_dir / "config.json").read_text()).get("options", {})
+    config = json.loads((plan.run_dir / CONFIG_FILE).read_text()).get("options", {})
     return {
         "run": str(plan.run_dir),
         "model": config.get("model"),

@@ -8,19 +8,27 @@ from pathlib import Path
 from bench.command import bench_run, parse_args
 from bench.report import terminal_table
 from export import export_run
-from export.verify import verify_run
-from export.verify.command import print_report
 from toolkit import atomic
 from toolkit.data import load_data
 from toolkit.errors import UsageError
 from toolkit.evaluate import evaluate_run
+from toolkit.runfolder import (
+    CONFIG_FILE,
+    HISTORY_FILE,
+    LABELS_FILE,
+    METRICS_FILE,
+    MODEL_FILE,
+    VERIFY_FILE,
+)
 from toolkit.training.train import TrainOptions, train
+from verify import verify_run
+from verify.command import print_report
 
 DEMO_MODELS = ("shiftvit", "vit-lsa")
 # short runs: the demo shows the table, not final figures. A second per row, not a fixed count:
 # the tiny models' calls take 0.06-0.5 ms, and 20 calls left the int8-vs-fp32 order to noise
 BENCH_ARGS = "--seconds 1 --warmup 20"
-RUN_FILES = ("model.keras", "config.json", "history.csv", "metrics.json", "labels.txt")
+RUN_FILES = (MODEL_FILE, CONFIG_FILE, HISTORY_FILE, METRICS_FILE, LABELS_FILE)
 
 
 def run_demo(
@@ -35,9 +43,7 @@ def run_demo(
     for run_dir in (root / model for model in DEMO_MODELS):  # new and writable, before work
         if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
             raise UsageError(f"{run_dir} already exists: pass another --out")
-        atomic.check_writable(
-            run_dir / "config.json", "--out", "pass --out DIR in a writable place"
-        )
+        atomic.check_writable(run_dir / CONFIG_FILE, "--out", "pass --out DIR in a writable place")
     calib_samples = min(500, len(load_data(data).y_train))
     passed = True
     for model in DEMO_MODELS:
@@ -61,7 +67,7 @@ def run_demo(
         print(f"   {'model.json':22s} -> {run_dir / 'export' / 'model.json'}")
         print(f"== {model}: verifying ops (quick shapes) and every artifact", flush=True)
         report = verify_run(run_dir, shapes="quick")
-        atomic.write_json(run_dir / "verify.json", report)
+        atomic.write_json(run_dir / VERIFY_FILE, report)
         print_report(report)
         print(f"   {'verify.json':22s} -> {run_dir / 'verify.json'}")
         passed = passed and report["passed"]

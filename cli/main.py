@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib.util
 import json
 import os
@@ -62,7 +63,9 @@ def _run_train(args: argparse.Namespace) -> int:
     else:
         options = TrainOptions(**{k: v for k, v in given.items() if v is not None})
     out = train(options, out=args.out, resume=args.resume)
-    metrics = json.loads((out / "metrics.json").read_text())
+    from toolkit.runfolder import METRICS_FILE
+
+    metrics = json.loads((out / METRICS_FILE).read_text())
     print(f"run folder: {out}")
     print(f"test top-1 {metrics['test_top1']:.2%}  top-5 {metrics['test_top5']:.2%}")
     return 0
@@ -112,13 +115,13 @@ def _run_export(args: argparse.Namespace) -> int:
 
 
 def _add_verify(p: argparse.ArgumentParser) -> None:
-    from export.verify import command
+    from verify import command
 
     command.add_arguments(p)
 
 
 def _run_verify(args: argparse.Namespace) -> int:
-    from export.verify import command
+    from verify import command
 
     return command.run(args)
 
@@ -261,7 +264,20 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         if name == command:
             check_needs(name)
             entry.add_arguments(p)
+            parser.long_options = p.long_options  # the chosen command's, for typo hints
     return parser
+
+
+def _unknown_arguments(options: list[str], command: str, unknown: list[str]) -> str:
+    """The error for `unknown` arguments of `toolkit COMMAND`, with a "did you mean" for the
+    first option that nearly matches one of the command's `options` (`--epochz` -> `--epochs`)."""
+    hint = ""
+    for item in unknown:
+        close = item.startswith("-") and difflib.get_close_matches(item.split("=")[0], options, 1)
+        if close:
+            hint = f": did you mean '{close[0]}'?"
+            break
+    return f"unrecognized arguments: {' '.join(unknown)}{hint} (see `toolkit {command} --help`)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,11 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         command = argv[0] if argv and argv[0] in COMMANDS else None
-        args, unknown = build_parser(command).parse_known_args(argv)
+        parser = build_parser(command)
+        args, unknown = parser.parse_known_args(argv)
         if unknown:  # name the sub-command's help, whose options the user was typing
-            raise UsageError(
-                f"unrecognized arguments: {' '.join(unknown)} (see `toolkit {args.command} --help`)"
-            )
+            raise UsageError(_unknown_arguments(parser.long_options, args.command, unknown))
         if COMMANDS[args.command].keras_backend:  # after parsing, so --help works without it
             from toolkit.backend import require_backend
 

@@ -4,7 +4,7 @@ import toolkit  # noqa: F401  (Keras backend, custom layers, quiet TensorFlow im
 
 # isort: split
 from export.errors import ExportError
-from export.formats import FORMATS, Format, format_table_markdown
+from export.formats import CONVERTERS, Converter
 from export.pipeline import export_run
 
-__all__ = ["FORMATS", "ExportError", "Format", "export_run", "format_table_markdown"]
+__all__ = ["CONVERTERS", "Converter", "ExportError", "export_run"]

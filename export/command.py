@@ -8,10 +8,11 @@ from pathlib import Path
 
 from export.calibration import DEFAULT_CALIB_SAMPLES
 from export.errors import ExportError
-from export.formats import ALL, FORMATS, parse_formats
 from export.onnx import MAX_OPSET, MIN_OPSET
 from export.onnx_rewrite import ATTENTION_OPSET
 from export.pipeline import DEFAULT_OPSET, EXPORT_DIR, export_run
+from toolkit.argtypes import finite_float
+from toolkit.formats import ALL, FORMATS, parse_formats
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -43,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--max-accuracy-drop",
-        type=float,
+        type=finite_float,
         metavar="P",
         help="tflite-int8, onnx-int8: search recipes on the validation split, keep the fastest "
         "whose top-1 drop vs the float model is <= P points (fails if none is)",

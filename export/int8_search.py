@@ -108,9 +108,15 @@ ONNX_SEARCH = SearchSpace(
 
 
 def check_budget(points: float) -> float:
-    """A finite number of top-1 points (UsageError otherwise); negative asks int8 to be better."""
+    """A finite number of top-1 points >= 0 (UsageError otherwise): a negative budget would ask
+    int8 to beat the float model, which only validation noise "meets"."""
     if not math.isfinite(points):
         raise UsageError(f"--max-accuracy-drop must be a finite number of points, got {points}")
+    if points < 0:
+        raise UsageError(
+            f"--max-accuracy-drop must be 0 or more top-1 points (the most the int8 file may "
+            f"lose against the float model), got {points:g}: pass e.g. 1"
+        )
     return float(points)
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,19 +10,12 @@ from export.signature import INPUT_NAME, OUTPUT_NAME, SIGNATURE_KEY
 from export.source import ExportSource
 from export.validate import ArtifactInfo
 from toolkit import atomic
-from toolkit.runfolder import MANIFEST_FILE
+from toolkit.manifest import edit_manifest, sha256
+from toolkit.runfolder import EXPORT_DIR, LABELS_FILE, MODEL_FILE
 from toolkit.versions import versions
 
-LABELS_FILE = "labels.txt"
-
-
-def sha256(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+# the model the artifacts were converted from: the identity of a run wherever it is copied
+MODEL_HASH = "source_model_sha256"
 
 
 def artifact_entry(
@@ -58,6 +49,7 @@ def header(src: ExportSource) -> dict:
     options = src.run.config.get("options", {})
     return {
         "source_run": str(src.run.path.resolve()),
+        MODEL_HASH: src.memo(MODEL_HASH, lambda: sha256(src.run.path / MODEL_FILE)),
         "model": options.get("model"),
         "preset": options.get("preset"),
         "signature": {"key": SIGNATURE_KEY, "input": INPUT_NAME, "output": OUTPUT_NAME},
@@ -76,29 +68,43 @@ def header(src: ExportSource) -> dict:
     }
 
 
-def read_manifest(path: Path) -> dict:
-    """An existing model.json, or {} when it is missing or unreadable (it is rebuilt)."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def update_manifest(out: Path, head: dict, fmt: str, entry: dict) -> dict:
-    """Merge one artifact into OUT/model.json (others kept while their files exist); write it."""
-    old = read_manifest(out / MANIFEST_FILE)
-    same_source = old.get("source_run") == head["source_run"]
-    artifacts = {
-        name: e
-        for name, e in (old.get("artifacts", {}) if same_source else {}).items()
-        if isinstance(e, dict) and (out / str(e.get("file", ""))).is_file()
-    }
-    artifacts[fmt] = entry
-    manifest = {**head, "artifacts": artifacts}
+    """Merge one artifact into OUT/model.json and write it: the other entries are kept when they
+    describe the same model (`same_model`) and their file is still the one recorded."""
+
+    def merged(old: dict) -> dict:
+        kept = old.get("artifacts") if same_model(old, head, out) else None
+        artifacts = {
+            name: entry if name == fmt else e  # a re-exported format keeps its place
+            for name, e in (kept if isinstance(kept, dict) else {}).items()
+            if name == fmt or (isinstance(e, dict) and _unchanged(out, e))
+        }
+        artifacts[fmt] = entry
+        return {**head, "artifacts": artifacts}
+
     atomic.write_text(out / LABELS_FILE, "\n".join(head["class_names"]) + "\n")
-    atomic.write_json(out / MANIFEST_FILE, manifest)
-    return manifest
+    return edit_manifest(out, merged)
+
+
+def same_model(old: dict, head: dict, out: Path) -> bool:
+    """Whether an existing model.json (`old`) in `out` describes artifacts of the model `head`
+    describes: the same model.keras bytes, wherever the run was moved or copied.
+
+    A model.json written before the hash was recorded counts as the same when it names the same
+    run folder, or when `out` is the run's own export folder (which moves with the run).
+    """
+    if old.get(MODEL_HASH) is not None:
+        return old[MODEL_HASH] == head[MODEL_HASH]
+    run = Path(head["source_run"])
+    return old.get("source_run") == head["source_run"] or out.resolve() == run / EXPORT_DIR
+
+
+def _unchanged(out: Path, entry: dict) -> bool:
+    """Whether the entry's file exists and, where a sha256 is recorded, still has it."""
+    path = out / str(entry.get("file", ""))
+    if not entry.get("file") or not path.is_file():
+        return False
+    return entry.get("sha256") is None or entry["sha256"] == sha256(path)
 
 
 def _now() -> str:

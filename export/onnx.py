@@ -7,7 +7,7 @@ then fuses LayerNormalization and GELU and removes the shape arithmetic.
 
 ShiftViT's partial shift is converted as one depthwise convolution (export/spelling.py), which
 ONNX Runtime runs in its blocked-layout convolution kernels: a pad, five slices and a
-concatenate cost it 2.2-2.6x the node time at batch 1 (bench/results/fast_by_default.md).
+concatenate cost it 2.2-2.6x the node time at batch 1 (records/notes/cpu_speed.md).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 from unittest import mock
 
 import keras
+import numpy as np
 import onnx
 import onnx.version_converter
 import tf2onnx
@@ -51,10 +52,14 @@ def _tf2onnx_optimizers_without(skipped: tuple[str, ...]):
 
 
 def keras_to_onnx(
-    model: keras.Model, input_shape: tuple[int, int, int], opset: int
+    model: keras.Model,
+    input_shape: tuple[int, ...],
+    opset: int,
+    samples: np.ndarray | None = None,
 ) -> onnx.ModelProto:
     """Spell `model` for ONNX, freeze its serving function (weights and captured constants) and
-    convert it with tf2onnx."""
+    convert it with tf2onnx. `samples`: inputs the graph rewrite is checked on (default 0-255
+    pixels, what a model's image input takes; an op model passes its own activations)."""
     # only the shift is swapped: LayerNorm and LSA's mask are fused by the graph rewrite, which
     # matches the converter's spelling of the trained layers
     model = converter_spelling(model, depthwise_shift=True)
@@ -80,7 +85,7 @@ def keras_to_onnx(
             )
     if opset > TF2ONNX_MAX_OPSET:
         proto = lifted(proto, opset)
-    rewrite(proto)
+    rewrite(proto, samples)
     _name_batch_dim(proto)
     return proto
 

@@ -16,7 +16,7 @@ on every call. The passes here, each checked against the shapes the graph really
   projections' outputs to the merged heads (head split Reshapes and Transposes, the scaling
   Mul, QK^T, the LSA mask Add, Softmax, the product with V, the head merge) -> one standard
   Attention node on the 3-D projections: the seed ViT-LSA's 8 cores took ONNX Runtime 2.2 ms
-  of node time in 96 nodes, and take 1.1 ms as 8 (bench/results/fast_by_default.md).
+  of node time in 96 nodes, and take 1.1 ms as 8 (records/notes/cpu_speed.md).
 - `constant_reshapes`: a Reshape whose shape is computed at run time, and whose output has at
   most one dimension that depends on the batch, gets a constant shape (-1 for that dimension).
 - `drop_identity_resizes`: a Resize to the size it already has (Resizing at the input size).
@@ -626,14 +626,23 @@ PASSES: dict[str, Callable[[onnx.ModelProto, Shapes], int]] = {
 }
 
 
-def rewrite(model: onnx.ModelProto) -> dict[str, int]:
+def rewrite(model: onnx.ModelProto, samples: np.ndarray | None = None) -> dict[str, int]:
     """Apply every pass in place, each followed by dropping what no longer feeds the output;
     returns how many places each pass changed (and `dead_nodes_removed`, in all).
 
     Raises ExportError when the rewritten graph's output differs from the original's on the
     probe inputs (a pass that matched what it should not): a bug, never a silent change.
+    `samples` (at least 3) are inputs of the graph's own distribution: an op graph fed
+    activations must not be probed with 0-255 pixels, where attention scores grow so large
+    that the softmax turns on float rounding, in the original graph as much as the rewritten.
+    Default: `probe_inputs`, the pixels a model's image input takes.
     """
-    inputs = probe_inputs(model)
+    if samples is None:
+        inputs = probe_inputs(model)
+    elif len(samples) < max(OBSERVED_BATCHES):
+        raise ValueError(f"the rewrite check needs {max(OBSERVED_BATCHES)} samples or more")
+    else:
+        inputs = [np.asarray(samples[:b], np.float32) for b in OBSERVED_BATCHES]
     before = outputs(model, inputs)
     shapes = observe_shapes(model)
     done, dead = {}, 0

@@ -7,7 +7,15 @@ from pathlib import Path
 
 from export.calibration import DEFAULT_CALIB_SAMPLES
 from export.errors import ExportError
-from export.formats import (
+from export.formats import CONVERTERS
+from export.int8_search import check_budget, recipe_settings, search
+from export.manifest import artifact_entry, header, update_manifest
+from export.onnx import MAX_OPSET, MIN_OPSET
+from export.source import ExportSource, open_source
+from export.validate import RUNTIMES
+from toolkit import atomic
+from toolkit.errors import UsageError, first_line
+from toolkit.formats import (
     CALIB_OPTIONS,
     FORMATS,
     SEARCH_OPTIONS,
@@ -15,15 +23,8 @@ from export.formats import (
     check_options,
     parse_formats,
 )
-from export.int8_search import check_budget, recipe_settings, search
-from export.manifest import LABELS_FILE, MANIFEST_FILE, artifact_entry, header, update_manifest
-from export.onnx import MAX_OPSET, MIN_OPSET
-from export.source import ExportSource, open_source
-from export.validate import RUNTIMES
-from toolkit import atomic
-from toolkit.errors import UsageError, first_line
 from toolkit.progress import progress
-from toolkit.runfolder import EXPORT_DIR, open_run
+from toolkit.runfolder import EXPORT_DIR, LABELS_FILE, MANIFEST_FILE, open_run
 
 DEFAULT_OPSET = MAX_OPSET  # opset 23: each attention core one standard Attention node
 
@@ -71,8 +72,9 @@ def export_run(
             src.calibration  # noqa: B018  (load now: bad calibration data is a UsageError)
         created = not out.exists()
         out.mkdir(parents=True, exist_ok=True)
-        for path in written:  # temp files of an export that was killed
-            atomic.remove_stale_temps(path)
+        # temp files a killed export left, of every format: the next export may not write it
+        for name in [*(f.filename for f in FORMATS.values()), MANIFEST_FILE, LABELS_FILE]:
+            atomic.remove_stale_temps(out / name)
         manifest: dict = {}
         try:
             for i, name in enumerate(names, 1):
@@ -103,7 +105,8 @@ def _export_one(src: ExportSource, fmt: Format, out: Path, budget: float | None 
     """Convert by the format's recipe (or search, given a budget) to a temp file, validate it,
     rename it into place; model.json's entry names the recipe that made the file."""
     target = out / fmt.filename
-    searching = budget is not None and fmt.search is not None
+    converter = CONVERTERS[fmt.name]
+    searching = budget is not None and converter.search is not None
     options = {o: getattr(src, o) for o in fmt.options if o not in SEARCH_OPTIONS}
     if searching:
         options["max_accuracy_drop"] = budget
@@ -112,9 +115,9 @@ def _export_one(src: ExportSource, fmt: Format, out: Path, budget: float | None 
     with atomic.atomic_path(target) as tmp:
         try:
             if searching:
-                record = search(src, fmt.name, fmt.search, tmp, budget)
+                record = search(src, fmt.name, converter.search, tmp, budget)
             else:
-                fmt.convert(src, tmp)
+                converter.convert(src, tmp)
             info = RUNTIMES[fmt.runtime](tmp, fmt.name, src.input_shape, src.num_classes)
         except UsageError:
             raise
@@ -129,7 +132,10 @@ def _export_one(src: ExportSource, fmt: Format, out: Path, budget: float | None 
         entry = artifact_entry(
             fmt.name, fmt.filename, fmt.runtime, tmp, info, time.perf_counter() - start, options
         )
-        entry["recipe"] = {"name": fmt.recipe, "settings": recipe_settings(fmt.settings)}
+        entry["recipe"] = {
+            "name": converter.recipe,
+            "settings": recipe_settings(converter.settings),
+        }
         if record is not None:
             entry["recipe"] = {"name": record["recipe"], "settings": record["settings"]}
             entry["quantization_search"] = record

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ import numpy as np
 from export.calibration import calibration_images
 from export.preprocessing import describe_preprocessing
 from toolkit.runfolder import Run
+from toolkit.scratch import scratch_dir
 
 
 @dataclass
@@ -62,6 +62,7 @@ class ExportSource:
 
 @contextmanager
 def open_source(run: Run, model: keras.Model, **options: Any) -> Iterator[ExportSource]:
-    """An ExportSource whose scratch folder is removed afterwards."""
-    with tempfile.TemporaryDirectory(prefix="toolkit-export-") as scratch:
-        yield ExportSource(run=run, model=model, scratch=Path(scratch), **options)
+    """An ExportSource whose scratch folder is removed afterwards (and by a later export or
+    verify when this process is killed)."""
+    with scratch_dir("export") as scratch:
+        yield ExportSource(run=run, model=model, scratch=scratch, **options)

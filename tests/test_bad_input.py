@@ -90,7 +90,7 @@ def cases(tmp_path, read_only, model_file) -> dict[str, tuple[list[str], str]]:
         for j in range(4):
             _png(three / name / f"{j}.png", seed=10 * i + j)
     permuted = tmp_path / "permuted.npz"
-    names = np.array(SHAPES_CLASSES[::-1])
+    names = np.array(["dots", *SHAPES_CLASSES[::-1][1:]])  # reordered and one renamed
     np.savez(
         permuted, x=np.zeros((40, 32, 32, 3), np.uint8), y=np.arange(40) % 10, class_names=names
     )
@@ -110,7 +110,7 @@ def cases(tmp_path, read_only, model_file) -> dict[str, tuple[list[str], str]]:
     return {
         # 1: data whose classes are not the run's is refused, not scored
         "eval other classes": (["eval", run, "--data", f"folder:{three}"], "3 classes"),
-        "eval other order": (["eval", run, "--data", f"npz:{permuted}"], "class 0 is 'dot_grid'"),
+        "eval other order": (["eval", run, "--data", f"npz:{permuted}"], "has classes dots where"),
         "bench other classes": (["bench", run, "--data", f"folder:{three}"], "3 classes"),
         # 2: the report cannot be written: fail before the work
         "verify report is a folder": (["verify", str(verify_dir)], "it is a folder"),
@@ -240,12 +240,13 @@ def test_eval_on_data_with_the_run_classes_still_scores(resumed, capsys):
 # -- 9: temp files of a killed export -----------------------------------------------------------
 
 
-def test_export_removes_stale_temps_of_the_files_it_writes(resumed):
+def test_export_removes_stale_temps_of_every_format(resumed):
     out, _ = resumed
     export = out / "export"
     export.mkdir(exist_ok=True)
     stale = [export / ".model_fp32.tflite.abcd_123.tflite", export / ".model.json.x1y2z3w4.json"]
-    kept = [export / ".model_fp16.tflite.abcd_123.tflite", export / ".notes.txt"]
+    stale.append(export / ".model_fp16.tflite.abcd_123.tflite")  # a format not exported now
+    kept = [export / ".model_fp16.tflite.abcd_12.tflite", export / ".notes.txt"]
     for path in stale + kept:
         path.write_bytes(b"left by a killed export")
     assert main(["export", str(out), "--format", "tflite"]) == 0

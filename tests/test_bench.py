@@ -15,13 +15,13 @@ import pytest
 
 from bench import roofline, suite
 from bench.machine import last_level_cache_bytes
-from bench.report import roofline_lines
-from bench.studies import interleaved, kernel_profile, product_threads
-from bench.suite import ACCURACY_CACHE
+from bench.report import roofline_lines, terminal_table
 from cli.main import main
 from export import export_run
-from export.manifest import sha256
+from studies import interleaved, kernel_profile, product_threads
+from toolkit.manifest import sha256
 from toolkit.models import LayerCost
+from toolkit.runfolder import BENCH_FILES, BENCH_TOP1_FILE
 from toolkit.runtimes import RUNTIMES, open_artifact
 from toolkit.runtimes.timing import Protocol, summarize, time_calls
 from toolkit.runtimes.worker import measure, run_worker, worker_command, worker_env
@@ -30,7 +30,7 @@ from toolkit.training.train import TrainOptions, train
 DATA = "shapes:300"
 FORMATS = "onnx,tflite,tflite-int8"
 SHORT = ["--runs", "3", "--warmup", "1"]
-OUTPUTS = ("bench.json", "bench.md", "bench.png")
+
 ROOT = Path(__file__).resolve().parent.parent
 CUDA_HERE = RUNTIMES["ort-cuda"].unavailable() is None
 
@@ -438,7 +438,7 @@ def test_failed_artifact_keeps_the_table_and_accuracy_is_cached(run_dir, tmp_pat
     run = copy_run(run_dir, tmp_path / "run")
     (run / "export" / "model_fp32.tflite").write_bytes(b"not a flatbuffer" * 8)
     onnx = run / "export" / "model.onnx"
-    (run / ACCURACY_CACHE).write_text(json.dumps({f"run data:{sha256(onnx)}": {"top1": 0.125}}))
+    (run / BENCH_TOP1_FILE).write_text(json.dumps({f"run data:{sha256(onnx)}": {"top1": 0.125}}))
     argv = ["bench", str(run), "--runtime", "litert,ort-cpu", "--formats", "tflite,onnx"]
     assert main([*argv, *SHORT]) == 0
     rows = {r["format"]: r for r in json.loads((run / "bench.json").read_text())["rows"]}
@@ -466,6 +466,10 @@ BAD = {  # case -> (extra argv, words the message holds)
     "runs zero": (["--runs", "0"], "--runs"),
     "threads zero": (["--threads", "0"], "--threads"),
     "data without test images": (["--data", "shapes:12"], "empty test split"),
+    "runtime opens none of the formats": (
+        ["--runtime", "ort-cuda", "--formats", "tflite,tflite-int8"],
+        "nothing to bench: --runtime ort-cuda opens none of the chosen formats",
+    ),
 }
 
 
@@ -477,6 +481,31 @@ def test_bad_arguments_exit_2(run_dir, tmp_path, capsys, case):
     err = capsys.readouterr().err.strip()
     assert words in err and len(err.splitlines()) == 1
     assert not [p for p in run.iterdir() if p.name.startswith(("bench", ".bench"))]
+
+
+FLOAT_OPTIONS = [
+    ["bench", "--seconds"],
+    ["export", "--format", "tflite-int8", "--max-accuracy-drop"],
+    ["verify", "--atol-fp32"],
+    ["verify", "--int8-steps"],
+]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+@pytest.mark.parametrize("argv", FLOAT_OPTIONS, ids=lambda argv: argv[-1])
+def test_float_options_refuse_nan_and_inf(tmp_path, capsys, argv, value):
+    """nan passes every range check (it compares false both ways): `--seconds nan` never ended."""
+    command, *options, option = argv
+    assert main([command, str(tmp_path / "run"), *options, f"{option}={value}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"argument {option}: must be a finite" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_terminal_table_of_no_rows_is_the_header():
+    table = terminal_table({"rows": [], "roofline": {"peaks": []}})
+    assert table.splitlines()[0].split()[:3] == ["format", "runtime", "batch"]
+    assert len(table.splitlines()) == 2
 
 
 def test_bad_run_folders_exit_2(run_dir, tmp_path, capsys):
@@ -495,7 +524,7 @@ def test_demo_bench_step(run_dir, tmp_path, capsys):
 
     run = copy_run(run_dir, tmp_path / "run")
     result, paths = bench_run(parse_args([str(run), *BENCH_ARGS.split()]), quiet=True)
-    assert [p.name for p in paths] == list(OUTPUTS) and all(p.is_file() for p in paths)
+    assert [p.name for p in paths] == list(BENCH_FILES) and all(p.is_file() for p in paths)
     ok = [r for r in result["rows"] if r["status"] == "ok"]
     assert ok and all(r["runs"] >= 20 for r in ok)  # a second of calls of a tiny model
     assert result["protocol"]["seconds"] == 1.0 and result["protocol"]["warmup"] == 20
@@ -544,7 +573,7 @@ def test_data_given_is_read_once(run_dir, tmp_path, monkeypatch):
     assert result["rows"][0]["top1"] is not None and result["data"]["samples"] > 0
 
 
-# -- bench.studies.interleaved: ratios from files timed round-robin in one process --
+# -- studies.interleaved: ratios from files timed round-robin in one process --
 
 
 def test_median_ratio_pairs_segments():
@@ -626,7 +655,7 @@ def test_interleaved_bad_input_exits_2(run_dir, tmp_path, capsys):
     assert list(folder.iterdir()) == []
 
 
-# -- bench.studies.kernel_profile: native kernels of a file's calls, sampled by perf --
+# -- studies.kernel_profile: native kernels of a file's calls, sampled by perf --
 
 PERF_REPORT = (
     "# Samples: 325K of event 'cpu-clock'\n"
@@ -692,7 +721,7 @@ def test_kernel_profile_samples_xnnpack_kernels(run_dir, capsys):
     assert "| share | library | symbol |" in capsys.readouterr().out
 
 
-# -- bench.studies.product_threads: one product per runtime and precision, 1 and 2 threads --
+# -- studies.product_threads: one product per runtime and precision, 1 and 2 threads --
 
 
 def test_product_threads_int8_onnx_product_is_the_default_recipes(tmp_path):

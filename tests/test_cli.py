@@ -9,6 +9,7 @@ import zipfile
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from cli.main import main
 from toolkit.data.shapes import CLASS_NAMES as SHAPES_CLASSES
@@ -51,6 +52,10 @@ def bad_inputs(tmp_path):
         zf.writestr("config.json", "{")
     empty = tmp_path / "empty_folder"
     empty.mkdir()
+    one_class = tmp_path / "one_class"
+    (one_class / "cat").mkdir(parents=True)
+    for i in range(12):
+        Image.fromarray(np.full((8, 8, 3), i, np.uint8)).save(one_class / "cat" / f"{i}.png")
     return {
         "unknown model": (["train", "--model", "resnet"], "unknown model"),
         "unknown preset": (["train", "--model", "shiftvit", "--preset", "huge"], "unknown preset"),
@@ -71,6 +76,17 @@ def bad_inputs(tmp_path):
         "corrupt model": (["eval", str(corrupt)], "corrupt"),
         "truncated model": (["eval", str(truncated)], "could not be loaded"),
         "unknown command": (["fly"], "invalid choice"),
+        "negative seed": (["train", "--model", "vit", "--seed", "-1"], "from 0 to 4294967295"),
+        "huge seed": (["train", "--model", "vit", "--seed", str(10**23)], "from 0 to 4294967295"),
+        "huge batch size": (
+            ["train", "--model", "vit", "--data", "shapes:100", "--batch-size", str(10**10)],
+            "more than the 80 training images of shapes:100: pass --batch-size 80 or less",
+        ),
+        "one class": (
+            ["train", "--model", "vit", "--data", f"folder:{one_class}"],
+            "has 1 class (cat): a classifier needs at least 2",
+        ),
+        "option typo": (["train", "--epochz", "3"], "did you mean '--epochs'?"),
     }
 
 
@@ -78,7 +94,8 @@ CASES = [
     "unknown model", "unknown preset", "unknown data", "missing npz", "npz without y",
     "labels out of range", "empty folder", "bad precision", "bad strategy", "zero epochs",
     "existing run", "resume nothing", "missing run", "corrupt model", "truncated model",
-    "unknown command",
+    "unknown command", "negative seed", "huge seed", "huge batch size", "one class",
+    "option typo",
 ]  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from toolkit.data import (
     DATA_KINDS,
     Augmentation,
     check_labels,
+    decode_cache,
     eval_dataset,
     load_data,
     load_image,
@@ -145,6 +146,37 @@ def test_folder_loader_mixed_formats(tmp_path):
     assert load_data(f"folder:{root}").image_shape == (32, 32, 3)
 
 
+def test_folder_skips_links_that_leave_it_with_one_warning(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TOOLKIT_CACHE_DIR", str(tmp_path / "cache"))
+    root = _write_folder(tmp_path / "imgs")
+    elsewhere = _write_folder(tmp_path / "elsewhere")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    (root / "cat" / "outside.png").symlink_to(elsewhere / "cat" / "0_gray.png")
+    (root / "cat" / "passwd.png").symlink_to(secret)
+    (root / "dog" / "linked").symlink_to(elsewhere / "dog", target_is_directory=True)
+    (root / "dog" / "inside.jpg").symlink_to(root / "cat" / "2.jpg")  # within: followed
+    opened = []
+    monkeypatch.setattr(
+        decode_cache, "load_image", lambda f, s: opened.append(f) or load_image(f, s)
+    )
+    ds = load_data(f"folder:{root}")
+    assert len(ds.y_train) + len(ds.y_val) + len(ds.y_test) == 13  # 12 files + the inner link
+    assert not [f for f in opened if "secret" in str(f) or "elsewhere" in str(f)]
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"toolkit: warning: skipped 2 files in {root} that link out of {root}")
+    assert "cat/outside.png" in err and "cat/passwd.png" in err and "\n" not in err
+
+
+def test_folder_class_of_only_links_out_of_it_is_refused(tmp_path):
+    root = _write_folder(tmp_path / "imgs")
+    _write_folder(tmp_path / "elsewhere")
+    (root / "bird").symlink_to(tmp_path / "elsewhere" / "cat", target_is_directory=True)
+    with pytest.raises(UsageError, match="bird has no images .*only 6 links out of") as info:
+        load_data(f"folder:{root}")
+    assert "copies, not links" in str(info.value)
+
+
 def test_load_image_modes(tmp_path):
     gray16 = (np.arange(20 * 30).reshape(20, 30, 1) * 100).astype(np.uint16)
     (tmp_path / "g16.png").write_bytes(tf.io.encode_png(gray16).numpy())
@@ -197,6 +229,8 @@ ERROR_CASES = {  # case -> (spec with {tmp} for the fixture folder, word the mes
     "folder flat": ("folder:{tmp}/flat", "no class subfolders"),
     "folder class no images": ("folder:{tmp}/noimg", "zebra has no images"),
     "folder few": ("folder:{tmp}/few", "too few"),
+    "folder control char": ("folder:{tmp}/control", "class 1 name 'do\\tg' holds control"),
+    "npz control char": ("npz:{tmp}/control.npz", "class 1 name 'do\\ng' holds control"),
     "folder bad size": ("folder:{tmp}/few@big", "positive integer"),
     "shapes zero": ("shapes:0", "positive integer"),
     "shapes text": ("shapes:many", "positive integer"),
@@ -224,6 +258,9 @@ def error_dir(tmp_path_factory) -> Path:
     _write_folder(tmp / "noimg", per_class=6)
     (tmp / "noimg" / "zebra").mkdir()
     _write_folder(tmp / "few", per_class=2)
+    _write_folder(tmp / "control", per_class=6)
+    (tmp / "control" / "dog").rename(tmp / "control" / "do\tg")
+    _write_npz(tmp / "control.npz", x=x, y=y, class_names=np.array(["cat", "do\ng"]))
     return tmp
 
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
+import sys
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
@@ -20,22 +24,22 @@ from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
 from onnx import numpy_helper
 
-from export import FORMATS, ExportError, export_run, format_table_markdown
+from export import CONVERTERS, ExportError, export_run
 from export.command import add_arguments
 from export.command import run as run_command
-from export.formats import check_options, parse_formats
 from export.int8_search import recipe_settings
-from export.manifest import MANIFEST_FILE, sha256
+from export.manifest import MODEL_HASH, update_manifest
 from export.onnx import keras_to_onnx
 from export.onnx_rewrite import default_opset
 from export.oplist import Op, forbidden_ops, onnx_ops, op_names, tflite_op_sequence, tflite_ops
 from export.pipeline import DEFAULT_OPSET, EXPORT_DIR
 from export.signature import INPUT_NAME
 from export.tflite import DYNAMIC_B1, INT8, convert_tflite, tflite_spelling
-from export.verify.opexport import OpExport
 from export.xnnpack import delegation
 from toolkit.data import load_data
 from toolkit.errors import UsageError
+from toolkit.formats import FORMATS, check_options, format_table_markdown, parse_formats
+from toolkit.manifest import sha256
 from toolkit.ops import (
     AdditiveMaskLocalitySelfAttention,
     CenteredLayerNorm,
@@ -43,9 +47,13 @@ from toolkit.ops import (
     PartialShift,
     reference_partial_shift,
 )
-from toolkit.runfolder import open_run
+from toolkit.runfolder import MANIFEST_FILE, open_run
+from toolkit.scratch import scratch_dir
 from toolkit.training.train import TrainOptions, train
 from toolkit.versions import versions
+from verify import OP_CASES
+from verify.cases import case_inputs, case_model
+from verify.opexport import OpExport
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10_train_sample.npz"
@@ -432,7 +440,7 @@ def test_tflite_shift_is_one_depthwise_conv(exported, fmt):
     path = exported["out"] / FORMATS[fmt].filename
     ops = Counter(op.name for op in tflite_op_sequence(path.read_bytes()))
     shifts = _keras_layers(exported["model"], "PartialShift")  # none in a ViT
-    assert FORMATS[fmt].settings.depthwise_shift
+    assert CONVERTERS[fmt].settings.depthwise_shift
     assert ops["DEPTHWISE_CONV_2D"] == shifts, ops
     if shifts:  # the slices are the shift's only (a ViT's SPT has its own)
         assert ops["STRIDED_SLICE"] == 0, ops
@@ -443,9 +451,9 @@ def test_tflite_shift_is_one_depthwise_conv(exported, fmt):
         if op["op_name"] == "DEPTHWISE_CONV_2D" and FORMATS[fmt].precision == "int8":
             source, output = (tensors[op[k][0]] for k in ("inputs", "outputs"))
             assert output["quantization"] == source["quantization"], (source, output)
-            expected = np.int8 if FORMATS[fmt].settings.int8 else np.float32
+            expected = np.int8 if CONVERTERS[fmt].settings.int8 else np.float32
             assert source["dtype"] == output["dtype"] == expected
-            if not FORMATS[fmt].settings.int8:  # dynamic range: float weights
+            if not CONVERTERS[fmt].settings.int8:  # dynamic range: float weights
                 assert tensors[op["inputs"][1]]["dtype"] == np.float32
 
 
@@ -481,7 +489,9 @@ def test_dynamic_range_shift_keeps_float_weights_and_moves_values_exactly(tmp_pa
     assert set(filled) <= used
 
 
-ADDITIVE_MASK = [n for n, f in FORMATS.items() if getattr(f.settings, "additive_mask", False)]
+ADDITIVE_MASK = [
+    n for n, f in FORMATS.items() if getattr(CONVERTERS[n].settings, "additive_mask", False)
+]
 
 
 @pytest.mark.parametrize("fmt", ADDITIVE_MASK)
@@ -509,7 +519,7 @@ def test_tflite_int8_defaults_run_whole_in_xnnpack(exported, fmt):
 
 
 def test_onnx_int8_default_quantizes_the_weighted_matmuls(exported):
-    recipe = FORMATS["onnx-int8"].settings
+    recipe = CONVERTERS["onnx-int8"].settings
     fp32 = onnx.load(str(exported["out"] / FORMATS["onnx"].filename))
     int8 = onnx.load(str(exported["out"] / FORMATS["onnx-int8"].filename))
     weights = {i.name for i in fp32.graph.initializer}
@@ -570,12 +580,12 @@ def test_manifest_describes_every_artifact(exported):
         assert entry["size_bytes"] == path.stat().st_size
         assert entry["export_seconds"] > 0
         assert entry["recipe"] == {
-            "name": FORMATS[fmt].recipe,
-            "settings": recipe_settings(FORMATS[fmt].settings),
+            "name": CONVERTERS[fmt].recipe,
+            "settings": recipe_settings(CONVERTERS[fmt].settings),
         }
         (inp,), (outp,) = entry["inputs"], entry["outputs"]
         assert (inp["name"], outp["name"]) == ("image", "logits")
-        batch = getattr(FORMATS[fmt].settings, "batch", None)  # fixed where the recipe fixes it
+        batch = getattr(CONVERTERS[fmt].settings, "batch", None)  # fixed where the recipe fixes it
         assert inp["shape"] == [batch, 32, 32, 3] and outp["shape"] == [batch, 10]
         int8_io = fmt == "tflite-int8"
         assert inp["dtype"] == outp["dtype"] == ("int8" if int8_io else "float32")
@@ -603,6 +613,107 @@ def test_reexport_updates_one_entry_and_keeps_the_others(exported, tmp_path):
             assert manifest["artifacts"][fmt] == entry
 
 
+def test_reexport_of_a_copied_run_keeps_the_entries_whose_files_match(exported, tmp_path):
+    """`cp -a RUN COPY; toolkit export COPY --format tflite` keeps every other artifact the copy
+    holds unchanged; a file changed or gone since its entry was written is dropped."""
+    copy = tmp_path / "copy"
+    shutil.copytree(exported["run"], copy)
+    out = copy / EXPORT_DIR
+    (out / FORMATS["onnx-int8"].filename).write_bytes(b"replaced by hand")
+    (out / FORMATS["tflite-fp16"].filename).unlink()
+    manifest = export_run(copy, "tflite")
+    kept = [f for f in FORMATS if f not in ("onnx-int8", "tflite-fp16")]
+    assert list(manifest["artifacts"]) == kept
+    for fmt in kept:
+        if fmt != "tflite":
+            assert manifest["artifacts"][fmt] == exported["manifest"]["artifacts"][fmt]
+    assert manifest["source_run"] == str(copy.resolve())
+    assert manifest[MODEL_HASH] == sha256(copy / "model.keras")
+    assert json.loads((out / MANIFEST_FILE).read_text()) == manifest
+
+
+def test_merge_keeps_entries_of_the_same_model_only(tmp_path):
+    """The model's sha256 decides; a model.json without it (older toolkit) is the same run's
+    when it names the run or sits in the run's own export folder (a copied run)."""
+    run = tmp_path / "copy"
+    head = {"source_run": str(run.resolve()), MODEL_HASH: "model-b", "class_names": ["a"]}
+    onnx_entry = {"file": "model.onnx", "sha256": sha256(_write(tmp_path / "o/model.onnx"))}
+
+    def merged(out: Path, old: dict) -> list[str]:
+        _write(out / "model.onnx")
+        (out / MANIFEST_FILE).write_text(json.dumps({**old, "artifacts": {"onnx": onnx_entry}}))
+        return list(update_manifest(out, head, "tflite", {"file": "x"})["artifacts"])
+
+    legacy = {"source_run": str(tmp_path / "run")}  # the folder it was copied from
+    assert merged(run / EXPORT_DIR, legacy) == ["onnx", "tflite"]
+    assert merged(run / EXPORT_DIR, {**legacy, MODEL_HASH: "model-b"}) == ["onnx", "tflite"]
+    assert merged(run / EXPORT_DIR, {**legacy, MODEL_HASH: "model-a"}) == ["tflite"]
+    assert merged(tmp_path / "elsewhere", legacy) == ["tflite"]  # --out of another run
+
+
+def _write(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"an artifact")
+    return path
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_scratch_folders_of_dead_processes_are_removed_live_ones_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = [tmp_path / f"toolkit-{kind}-{_dead_pid()}-ab_d1234" for kind in ("export", "verify")]
+    live = tmp_path / f"toolkit-verify-{os.getpid()}-abcd1234"  # a concurrent run's
+    other = [tmp_path / "toolkit-export-abcd1234", tmp_path / f"other-{_dead_pid()}-abcd1234"]
+    for folder in [*dead, live, *other]:
+        (folder / "sub").mkdir(parents=True)
+        (folder / "sub" / "model.onnx").write_bytes(b"x" * 1000)
+    with scratch_dir("export") as scratch:
+        assert scratch.parent == tmp_path and scratch.is_dir()
+        assert scratch.name.startswith(f"toolkit-export-{os.getpid()}-")
+        assert [p.name for p in dead if p.exists()] == []
+        assert live.is_dir() and all(p.is_dir() for p in other)
+    assert not scratch.exists()
+
+
+def test_export_removes_stale_temps_of_every_format_and_dead_scratch(
+    exported, tmp_path, monkeypatch
+):
+    """What a `kill -9` during export left: a hidden temp of any format's file in the export
+    folder (not only of the formats exported now), and its scratch folder in the temp folder."""
+    out = tmp_path / "export"
+    shutil.copytree(exported["out"], out)
+    temps = [out / f".{f.filename}.abcd_123{Path(f.filename).suffix}" for f in FORMATS.values()]
+    temps.append(out / ".model.json.x1y2z3w4.json")
+    for path in temps:
+        path.write_bytes(b"")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = tmp_path / f"toolkit-export-{_dead_pid()}-abcd1234"
+    live = tmp_path / f"toolkit-export-{os.getpid()}-abcd1234"
+    dead.mkdir()
+    live.mkdir()
+    export_run(exported["run"], "tflite-fp16", out=out)
+    assert [p.name for p in temps if p.exists()] == []
+    assert not dead.exists() and live.is_dir()
+    assert [p.name for p in tmp_path.glob("toolkit-*")] == [live.name]  # its own one removed
+
+
+def test_command_refuses_a_negative_accuracy_budget(exported, tmp_path, capsys):
+    """A negative budget asks int8 to beat the float model: only validation noise 'meets' it."""
+    from cli.main import main
+
+    out = tmp_path / "x"
+    argv = ["export", str(exported["run"]), "--format", "tflite-int8", "--out", str(out)]
+    assert main([*argv, "--max-accuracy-drop", "-1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--max-accuracy-drop must be 0 or more" in err
+    assert not out.exists()
+
+
 def _boom(src, path):
     path.write_bytes(b"half-written")
     raise RuntimeError("converter crashed")
@@ -627,7 +738,7 @@ def test_failed_conversion_keeps_the_previous_artifact(
         def converter(src, path):
             path.write_bytes(flex_tflite)
 
-    monkeypatch.setitem(FORMATS, "tflite", replace(FORMATS["tflite"], convert=converter))
+    monkeypatch.setitem(CONVERTERS, "tflite", replace(CONVERTERS["tflite"], convert=converter))
     with pytest.raises(ExportError, match=message):
         export_run(exported["run"], "tflite", out=out)
     assert _files(out) == before
@@ -709,9 +820,25 @@ def test_command_prints_the_table(exported, tmp_path, capsys):
 
 
 def test_command_reports_a_failed_conversion_in_one_line(exported, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(FORMATS, "tflite", replace(FORMATS["tflite"], convert=_boom))
+    monkeypatch.setitem(CONVERTERS, "tflite", replace(CONVERTERS["tflite"], convert=_boom))
     args = _command_args(str(exported["run"]), "--format", "tflite", "--out", str(tmp_path / "x"))
     assert run_command(args) == 1
     err = [x for x in capsys.readouterr().err.splitlines() if not x.startswith(PROGRESS)]
     assert len(err) == 1 and "export failed: tflite: conversion failed" in err[0]
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("params", [{"t": 64, "dim": 48, "heads": 2, "key_dim": 24}])
+def test_lsa_op_converts_at_opset_23_and_matches_numpy(params):
+    """The LSA op where heads x key_dim is the token width (the tiny presets'): the rewrite is
+    checked on the op's own activations, its Attention node matches the float64 reference.
+    Probed with 0-255 pixels, the near one-hot softmax made the check fail a correct graph."""
+    case = OP_CASES["lsa"]
+    shape = case.input_shape(params)
+    model = case_model(case, params, None, seed=0)
+    x = case_inputs(shape, 8, seed=1)
+    graph = keras_to_onnx(model, shape, 23, samples=x)
+    assert "Attention" in {n.op_type for n in graph.graph.node}
+    session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, {INPUT_NAME: x})
+    np.testing.assert_allclose(got, case.reference(model, params, x), atol=1e-5)

@@ -1,5 +1,6 @@
-"""One row per export format: every fact about a format lives in export/formats.py, and verify,
-bench and the int8 search read it from there."""
+"""One row per export format: its facts live in toolkit/formats.py (verify, bench and predict
+read them there), how it is converted in export/formats.py; the two tables name the same
+formats."""
 
 import re
 from dataclasses import replace
@@ -9,21 +10,22 @@ import numpy as np
 import pytest
 
 from bench import roofline
-from export.formats import (
+from export.formats import CONVERTERS
+from export.validate import RUNTIMES as INSPECTORS
+from toolkit.errors import UsageError
+from toolkit.formats import (
     FORMATS,
     OPTION_FLAGS,
     PRECISIONS,
     ROOFLINE_PRECISIONS,
     SEARCH_OPTIONS,
 )
-from export.validate import RUNTIMES as INSPECTORS
-from export.verify.attribution import int8_formats
-from export.verify.cells import ERROR
-from export.verify.modellevel import _model_cell
-from export.verify.modelrules import RULES, format_rules, rule_for
-from export.verify.tolerance import DEFAULT_TOLERANCES
-from toolkit.errors import UsageError
 from toolkit.runtimes import RUNTIMES
+from verify.attribution import int8_formats
+from verify.cells import ERROR
+from verify.modellevel import _model_cell
+from verify.modelrules import RULES, format_rules, rule_for
+from verify.tolerance import DEFAULT_TOLERANCES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,16 +40,21 @@ def test_every_row_holds_every_fact(name):
     assert f.rule in RULES  # toolkit verify judges it
     assert f.roofline in ROOFLINE_PRECISIONS
     assert (f.runtime, f.roofline) in roofline.KERNELS  # toolkit bench has its peak
-    assert callable(f.convert)
+    assert callable(CONVERTERS[name].convert)  # export writes it
     assert set(f.options) <= set(OPTION_FLAGS)
     assert isinstance(f.int8_attribution, bool)
     if f.int8_attribution:  # the debugger re-quantizes with the TFLite int8 converter
         assert f.precision == "int8" and f.runtime == "litert"
     # --max-accuracy-drop is taken exactly by the formats with a search space, of their runtime
-    assert (set(SEARCH_OPTIONS) <= set(f.options)) == (f.search is not None)
-    if f.search is not None:
-        assert f.search.runtime == f.runtime and f.search.suffix == Path(f.filename).suffix
-        assert f.search.recipes
+    search = CONVERTERS[name].search
+    assert (set(SEARCH_OPTIONS) <= set(f.options)) == (search is not None)
+    if search is not None:
+        assert search.runtime == f.runtime and search.suffix == Path(f.filename).suffix
+        assert search.recipes
+
+
+def test_the_converter_table_names_exactly_the_formats():
+    assert list(CONVERTERS) == list(FORMATS)
 
 
 def test_verify_bench_and_attribution_read_the_rows(monkeypatch):
@@ -75,11 +82,11 @@ def test_a_format_without_a_rule_is_an_error_never_a_pass(tmp_path):
     assert cell["status"] == ERROR and "no rule" in cell["reason"]
 
 
-# quoted format names allowed outside export/formats.py, and why
+# quoted format names allowed outside the two format tables, and why
 ALLOWED = {
     "export/onnx.py": "label of the onnx converter's error messages",
     "export/onnx_int8.py": "label and scratch folder of the onnx-int8 converter",
-    "export/verify/opexport.py": "op-level artifacts of `toolkit verify`, a table of its own",
+    "verify/opexport.py": "op-level artifacts of `toolkit verify`, a table of its own",
     "toolkit/runtimes/onnxruntime.py": "the onnx package",
     "toolkit/versions.py": "the onnx package",
 }
@@ -88,12 +95,12 @@ ALLOWED = {
 def test_no_other_table_is_keyed_by_format_name():
     quoted = re.compile("|".join(rf'"{re.escape(n)}"' for n in FORMATS))
     found = []
-    for package in ("export", "bench", "toolkit", "cli"):
+    for package in ("toolkit", "export", "verify", "bench", "cli"):
         for path in sorted((ROOT / package).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            if rel == "export/formats.py" or rel in ALLOWED:
+            if rel in ("toolkit/formats.py", "export/formats.py") or rel in ALLOWED:
                 continue
             for number, line in enumerate(path.read_text().splitlines(), 1):
                 if quoted.search(line):
                     found.append(f"{rel}:{number}: {line.strip()}")
-    assert found == [], "format facts outside export/formats.py:\n" + "\n".join(found)
+    assert found == [], "format facts outside toolkit/formats.py:\n" + "\n".join(found)

@@ -16,15 +16,16 @@ import export.int8_search as int8_search
 from export import export_run
 from export.command import add_arguments
 from export.command import run as run_command
-from export.formats import FORMATS, check_options
+from export.formats import CONVERTERS
 from export.int8_search import ONNX_RECIPES, TFLITE_RECIPES, choose
-from export.manifest import MANIFEST_FILE, sha256
 from export.onnx_int8 import ImageReader
 from export.oplist import forbidden_ops, onnx_ops, tflite_ops
 from export.source import open_source
 from export.xnnpack import delegation
 from toolkit.errors import UsageError
-from toolkit.runfolder import open_run
+from toolkit.formats import FORMATS, check_options
+from toolkit.manifest import sha256
+from toolkit.runfolder import MANIFEST_FILE, open_run
 from toolkit.runtimes import open_artifact
 from toolkit.runtimes.timing import Protocol
 from toolkit.training.train import TrainOptions, train
@@ -66,7 +67,7 @@ def _ops_by_type(flatbuffer: bytes) -> dict[str, set[str]]:
 def _build(run_dir: Path, fmt: str, name: str) -> bytes:
     """The bytes of one search candidate of `fmt`, calibrated on 16 images of the run's data."""
     run = open_run(run_dir)
-    space = FORMATS[fmt].search
+    space = CONVERTERS[fmt].search
     with open_source(run, run.load_model(), opset=17, calib_data=None, calib_samples=16) as src:
         return space.build(src, space.recipes[name], name)
 
@@ -170,7 +171,8 @@ def test_choose_breaks_a_latency_tie_by_agreement_with_float():
 
 def test_only_the_int8_formats_take_the_budget():
     takers = {f.name for f in FORMATS.values() if "max_accuracy_drop" in f.options}
-    assert takers == {f.name for f in FORMATS.values() if f.search} == {"tflite-int8", "onnx-int8"}
+    searched = {name for name, c in CONVERTERS.items() if c.search}
+    assert takers == searched == {"tflite-int8", "onnx-int8"}
     with pytest.raises(UsageError, match="--max-accuracy-drop does not apply to tflite"):
         check_options(["tflite"], {"max_accuracy_drop": 1.0})
 
@@ -217,24 +219,29 @@ def test_search_keeps_the_fastest_recipe_within_budget(tiny_run, tmp_path):
         assert entry["size_bytes"] == winner["size_bytes"]
 
 
-def test_impossible_budget_fails_in_one_line_and_writes_nothing(vit_run, tmp_path):
+@pytest.fixture
+def impossible(monkeypatch) -> None:
+    """A float model scored at 200%: every candidate drops 100 points or more."""
+    monkeypatch.setattr(int8_search, "float_top1", lambda src: 2.0)
+
+
+def test_impossible_budget_fails_in_one_line_and_writes_nothing(vit_run, tmp_path, impossible):
     out = tmp_path / "export"
-    # a drop is 100 * (float - int8) >= -100 points: -100.5 cannot be met
     with pytest.raises(UsageError) as error:
         export_run(
-            vit_run, "tflite-int8", calib_samples=CALIB_SAMPLES, max_accuracy_drop=-100.5, out=out
+            vit_run, "tflite-int8", calib_samples=CALIB_SAMPLES, max_accuracy_drop=1.0, out=out
         )
     message = str(error.value)
     assert "\n" not in message
-    assert "--max-accuracy-drop -100.5" in message and "smallest drop" in message
+    assert "--max-accuracy-drop 1 points" in message and "smallest drop" in message
     assert not out.exists()
 
 
-def test_command_exits_2_for_an_impossible_budget(vit_run, tmp_path, capsys):
+def test_command_exits_2_for_an_impossible_budget(vit_run, tmp_path, capsys, impossible):
     from cli.main import main
 
     out = tmp_path / "export"
-    argv = ["export", str(vit_run), "--format", "onnx-int8", "--max-accuracy-drop", "-100.5"]
+    argv = ["export", str(vit_run), "--format", "onnx-int8", "--max-accuracy-drop", "1"]
     code = main([*argv, "--calib-samples", str(CALIB_SAMPLES), "--out", str(out)])
     lines = capsys.readouterr().err.splitlines()
     err = "\n".join(x for x in lines if not x.startswith(PROGRESS))
@@ -243,9 +250,11 @@ def test_command_exits_2_for_an_impossible_budget(vit_run, tmp_path, capsys):
     assert "Traceback" not in err and not out.exists()
 
 
-@pytest.mark.parametrize("value", ["nan", "inf"])
-def test_a_non_finite_budget_is_a_usage_error(vit_run, tmp_path, value):
-    with pytest.raises(UsageError, match="finite"):
+@pytest.mark.parametrize(
+    "value, words", [("nan", "finite"), ("inf", "finite"), ("-1", "0 or more")]
+)
+def test_a_non_finite_or_negative_budget_is_a_usage_error(vit_run, tmp_path, value, words):
+    with pytest.raises(UsageError, match=words):
         export_run(vit_run, "tflite-int8", max_accuracy_drop=float(value), out=tmp_path / "x")
     assert not (tmp_path / "x").exists()
 

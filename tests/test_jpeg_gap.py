@@ -7,7 +7,7 @@ import io
 import numpy as np
 from PIL import Image
 
-from bench.studies.jpeg_gap import MIN_PSNR, pair
+from studies.jpeg_gap import MIN_PSNR, pair
 
 
 def _jpeg(image: np.ndarray) -> np.ndarray:

@@ -102,13 +102,16 @@ def test_converter_commands_say_tensorflow_is_missing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-# -- dependencies point one way: toolkit (core) <- export <- bench <- cli ----------------------
+# -- dependencies point one way: toolkit (core) <- export <- verify, toolkit <- bench; cli on top --
 
 ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("toolkit", "export", "verify", "bench", "cli")
 MAY_NOT_IMPORT = {
-    "toolkit": ("export", "bench", "cli"),
-    "export": ("bench", "cli"),
-    "bench": ("cli",),
+    "toolkit": ("export", "verify", "bench", "cli", "studies"),
+    "export": ("verify", "bench", "cli", "studies"),
+    "verify": ("bench", "cli", "studies"),
+    "bench": ("export", "verify", "cli", "studies"),  # format facts are the core's: no converters
+    "cli": ("studies",),
 }
 
 
@@ -151,4 +154,43 @@ def test_imports_point_one_way():
 def test_the_import_scan_sees_imports_inside_functions():
     """The CLI composes the packages in its runners: the scan must see those imports."""
     modules = {module for _, module in _imported(ROOT / "cli" / "main.py")}
-    assert {"export", "export.verify", "bench", "toolkit.training.train"} <= modules
+    assert {"export", "verify", "bench", "toolkit.training.train"} <= modules
+
+
+def _private_imports(path: Path, root: Path = ROOT) -> list[str]:
+    """`from PACKAGE.x import _name` where PACKAGE is another of the project's packages."""
+    own = path.relative_to(root).parts[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            package = node.module.split(".")[0]
+            if package in PACKAGES and package != own:
+                found += [
+                    f"{path.relative_to(root)}:{node.lineno} imports {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_")
+                ]
+    return found
+
+
+def test_no_package_imports_a_private_name_of_another():
+    """A name with a leading underscore is its package's own: another package that needs it
+    gets it made public first."""
+    wrong = [
+        line
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for line in _private_imports(path)
+    ]
+    assert wrong == []
+
+
+def test_the_private_import_scan_sees_one(tmp_path):
+    module = tmp_path / "verify" / "probe.py"
+    module.parent.mkdir()
+    module.write_text(
+        "from toolkit.runtimes.litert import _hidden, public\nfrom verify import _own\n"
+    )
+    assert _private_imports(module, tmp_path) == [
+        "verify/probe.py:1 imports toolkit.runtimes.litert._hidden"
+    ]

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import keras
 import pytest
 
 import toolkit  # noqa: F401
 from bench.command import layer_costs_of
-from bench.roofline import fraction
 from toolkit.models import MODELS, build_model, count_macs, get_preset, layer_costs
 from toolkit.models.presets import ShiftViTArch, ViTArch
 from toolkit.ops import MLP, PatchConv2D
@@ -64,7 +62,8 @@ def vit_macs(arch: ViTArch, classes: int) -> int:
 
 
 HAND = {"shiftvit": shiftvit_macs, "vit-lsa": vit_macs, "vit": vit_macs}
-# The same arithmetic written out for 10 classes (derivations in the comments).
+# The same arithmetic written out for 10 classes (derivations in the comments). The lab's
+# records check (studies/records.py, MACS) holds committed bench rows to these counts.
 PINNED = {
     # 144*48*96 + 2*144*36864 + 36*4*96*192 + 4*36*147456 + 9*4*192*384 + 8*9*589824
     # + 4*4*384*768 + 2*4*2359296 + 768*10
@@ -142,21 +141,3 @@ def test_bench_counts_the_macs_of_the_runs_architecture_not_its_metrics_file(tmp
     }
     costs = layer_costs_of(Run(tmp_path, config))
     assert sum(c.macs for c in costs) == PINNED["shiftvit", "tiny"]
-
-
-RESULTS = sorted((Path(__file__).resolve().parents[1] / "bench" / "results").glob("bench*.json"))
-
-
-@pytest.mark.parametrize("path", RESULTS, ids=[p.name for p in RESULTS])
-def test_committed_bench_results_use_the_hand_counted_macs(path):
-    """GMAC/s and roofline fractions in bench/results come from the corrected counts (the
-    committed runs all have the 10 CIFAR-10 classes)."""
-    result = json.loads(path.read_text())
-    macs = PINNED[result["model"], result["preset"]]
-    peaks = {(p["runtime"], p["precision"]): p["peak_gmacs"] for p in result["roofline"]["peaks"]}
-    rows = [r for r in result["rows"] if r["status"] == "ok"]
-    assert rows
-    for row in rows:
-        assert row["macs_per_image"] == macs
-        assert row["gmacs"] == pytest.approx(macs * row["batch"] / (row["p50_ms"] * 1e6))
-        assert row.get("roofline_fraction") == pytest.approx(fraction(row, peaks))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from export.verify import verify_ops
 from toolkit.progress import progress
+from verify import verify_ops
 
 SHIFT = {"h": 5, "w": 7, "c": 26, "num_div": 12, "shift_pixel": 1}
 

@@ -5,6 +5,7 @@ import json
 import keras
 import numpy as np
 import pytest
+from PIL import Image
 
 from cli.main import main
 from toolkit.data import load_data
@@ -126,3 +127,23 @@ def test_load_split_is_the_runs_split_as_float32_and_refuses_other_classes(forei
     with pytest.raises(UsageError, match="has 3 classes"):
         load_split(run, "test", f"npz:{other}")
     assert run_dataset(run, f"npz:{other}")[0].class_names == ["a", "b", "c"]  # calibration
+
+
+def test_a_folder_of_the_runs_classes_is_relabelled_by_name_and_scored(tmp_path, capsys):
+    config, data = _config("vit")
+    model = build_model(get_preset("vit", "tiny"), data.image_shape, data.num_classes)
+    run = _run_folder(tmp_path / "run", model, config, data.class_names)
+    assert data.class_names != sorted(data.class_names)  # a folder lists them otherwise
+    folder = tmp_path / "folder"
+    for index, name in enumerate(data.class_names):  # each image's value: its run index
+        (folder / name).mkdir(parents=True)
+        for i in range(3):
+            image = np.full((32, 32, 3), 20 * index, np.uint8)
+            Image.fromarray(image).save(folder / name / f"{i}.png")
+    images, labels, _ = load_split(open_run(run), "test", f"folder:{folder}")
+    np.testing.assert_array_equal(images[:, 0, 0, 0], 20 * labels)
+    assert main(["eval", str(run), "--data", f"folder:{folder}"]) == 0
+    assert "test split, 10 images" in capsys.readouterr().out
+    (folder / data.class_names[0]).rename(folder / "other")  # a name differs: refused
+    with pytest.raises(UsageError, match="has classes other where the run has circle"):
+        load_split(open_run(run), "test", f"folder:{folder}")

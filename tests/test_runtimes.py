@@ -281,9 +281,9 @@ def test_a_graph_ort_cannot_capture_runs_node_by_node_and_says_why(monkeypatch, 
         raise RuntimeError("This session cannot use the graph capture feature\nas requested")
 
     path, plain = tmp_path / "m.onnx", object()
-    monkeypatch.setattr(adapter, "_session", refuses)
+    monkeypatch.setattr(adapter, "open_session", refuses)
     session, state = adapter._cuda_graph_session(path, RuntimeOptions(), plain)
     assert session is plain and state == "off: This session cannot use the graph capture feature"
-    monkeypatch.setattr(adapter, "_session", lambda model, options, providers: (Captured(), []))
+    monkeypatch.setattr(adapter, "open_session", lambda model, options, providers: (Captured(), []))
     session, state = adapter._cuda_graph_session(path, RuntimeOptions(), plain)
     assert isinstance(session, Captured) and state == "on"

@@ -1,4 +1,4 @@
-"""bench.studies.step_profile: HLO parsing and the work-kind rules on a hand-written module,
+"""studies.step_profile: HLO parsing and the work-kind rules on a hand-written module,
 and the whole profile of a tiny compiled step in a subprocess."""
 
 import json
@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from bench.studies.step_profile import (
+from studies.step_profile import (
     ELEMENTWISE,
     KINDS,
     LAYOUT,
@@ -118,7 +118,7 @@ def test_profiles_a_compiled_tiny_step(tmp_path):
     out = tmp_path / "p.json"
     argv = ["--model", "vit-lsa", "--preset", "tiny", "--batch-size", "8", "--steps", "2"]
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.studies.step_profile", *argv, "--json", str(out)],
+        [sys.executable, "-m", "studies.step_profile", *argv, "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -135,7 +135,7 @@ def test_profiles_a_compiled_tiny_step(tmp_path):
 
 def test_unwritable_output_is_refused_before_profiling(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.studies.step_profile", "--md", str(tmp_path / "no/p.md")],
+        [sys.executable, "-m", "studies.step_profile", "--md", str(tmp_path / "no/p.md")],
         capture_output=True,
         text=True,
         timeout=120,

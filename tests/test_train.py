@@ -12,15 +12,17 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from cli.main import main
 from toolkit.data import load_data
 from toolkit.models import preset_from_dict
+from toolkit.runfolder import CONFIG_FILE, HISTORY_FILE, LABELS_FILE, METRICS_FILE, MODEL_FILE
 from toolkit.training import train as train_module
 from toolkit.training.train import TrainOptions, train
 
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10_train_sample.npz"
-RUN_FILES = ("model.keras", "config.json", "history.csv", "metrics.json", "labels.txt")
+RUN_FILES = (MODEL_FILE, CONFIG_FILE, HISTORY_FILE, METRICS_FILE, LABELS_FILE)
 
 
 def test_train_writes_a_complete_run_folder(tmp_path):
@@ -69,10 +71,42 @@ def test_resume_continues_an_interrupted_run(tmp_path, monkeypatch):
         train(options, out=out)
     monkeypatch.undo()
     assert (out / "checkpoint").is_dir() and not (out / "model.keras").exists()
+    assert not (out / ".train.lock").exists()  # released by the interrupted run
     train(options, out=out, resume=True)
     rows = (out / "history.csv").read_text().strip().splitlines()
     assert [r.split(",")[0] for r in rows[1:]] == ["0", "1"]
     assert json.loads((out / "metrics.json").read_text())["epochs_run"] == 2
+    assert not (out / ".train.lock").exists()
+
+
+HOLD = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_run_folder_another_train_holds_is_refused_until_that_process_dies(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    lock = out / ".train.lock"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(lock)], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"held\n"
+        argv = ["train", "--model", "shiftvit", "--data", "shapes:200", "--epochs", "1"]
+        assert main([*argv, "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("toolkit: error: run folder") and "\n" not in err
+        assert "being written by another `toolkit train`" in err and "another --out" in err
+        assert [p.name for p in out.iterdir()] == [lock.name]  # nothing written, lock kept
+    finally:
+        holder.kill()  # as a killed run: its lock file stays, its flock goes
+        holder.wait()
+    assert lock.is_file()
+    assert main([*argv, "--out", str(out)]) == 0
+    assert (out / "metrics.json").is_file() and not lock.exists()
 
 
 def test_mixed_precision_keeps_float32_logits(tmp_path):
@@ -84,6 +118,18 @@ def test_mixed_precision_keeps_float32_logits(tmp_path):
     model = keras.saving.load_model(out / "model.keras", safe_mode=True)
     logits = model.predict(np.zeros((2, 32, 32, 3), "float32"), verbose=0)
     assert logits.dtype == np.float32 and np.all(np.isfinite(logits))
+
+
+@pytest.mark.skipif(
+    len(tf.config.list_logical_devices("GPU")) > 1, reason="2+ GPUs: mirrored has devices"
+)
+def test_mirrored_strategy_on_one_device_is_refused_before_anything_is_written(tmp_path, capsys):
+    argv = ["train", "--model", "vit", "--data", "shapes:200", "--strategy", "mirrored"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--strategy mirrored splits each batch across 2 or more devices" in err
+    assert "sees 1" in err and "use --strategy default" in err and "\n" not in err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_mirrored_strategy_trains_on_two_logical_cpus(tmp_path):

@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 from wrong_ops import CropPadShift, UnmaskedLSA
 
+import verify.oplevel as oplevel
 from cli.main import main
 from export import export_run
-from export.verify import OP_CASES, Tolerances, verify_ops
-from export.verify.cells import FAIL, NOT_APPLICABLE, PASS, UNAVAILABLE
-from export.verify.command import REPORT_FILE
-from export.verify.metrics import compare
-from export.verify.opexport import PRECISIONS
+from toolkit.runfolder import VERIFY_FILE
 from toolkit.runtimes import RUNTIMES
 from toolkit.training.train import TrainOptions, train
+from verify import OP_CASES, Tolerances, verify_ops
+from verify.cells import FAIL, NOT_APPLICABLE, PASS, UNAVAILABLE
+from verify.metrics import compare
+from verify.opexport import PRECISIONS
 
 MODELS = ("shiftvit", "vit-lsa")
 DATA = "shapes:300"
@@ -54,13 +59,14 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def verified(runs) -> dict[str, tuple[int, dict]]:
-    """`toolkit verify` on each run: shiftvit at both levels (quick op shapes), vit-lsa
-    models only (the op level does not depend on the run); exit code and verify.json."""
-    argv = {"shiftvit": ["--shapes", "quick"], "vit-lsa": ["--models-only"]}
+    """`toolkit verify` on each run: shiftvit at both levels with the full op shapes (the seed
+    presets', what a user's `toolkit verify` runs, on every runtime present), vit-lsa models
+    only (the op level does not depend on the run); exit code and verify.json."""
+    argv = {"shiftvit": [], "vit-lsa": ["--models-only"]}
     out = {}
     for model, run_dir in runs.items():
         code = verify_main([str(run_dir), *argv[model]])
-        out[model] = (code, json.loads((run_dir / REPORT_FILE).read_text()))
+        out[model] = (code, json.loads((run_dir / VERIFY_FILE).read_text()))
     return out
 
 
@@ -83,7 +89,7 @@ def test_op_report_has_a_cell_for_every_op_shape_runtime_precision(verified):
     index = {(c["op"], c["shape"], c["runtime"], c["precision"]): c for c in ops["cells"]}
     assert len(index) == len(ops["cells"])
     for name, case in OP_CASES.items():
-        for params in case.shapes["quick"]:
+        for params in case.shapes["full"]:
             for runtime in RUNTIMES:
                 for precision in PRECISIONS:
                     c = index[(name, case.label(params), runtime, precision)]
@@ -172,6 +178,26 @@ def test_correct_shift_passes_bit_exact():
     assert report["summary"]["passed"], report["summary"]["failures"]
     fp32 = [c for c in report["cells"] if c["precision"] == "fp32"]
     assert len(fp32) == 3 and all(c["metrics"]["max_abs"] == 0 for c in fp32)
+
+
+def test_op_scratch_is_named_for_its_process_and_dead_ones_are_removed(tmp_path, monkeypatch):
+    """A `kill -9` during verify left its ~1 MB scratch folder in the temp folder for good: the
+    folder names its pid, and the next verify removes it when that process is gone."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()  # its pid is now free: the owner of the dead folder
+    dead = tmp_path / f"toolkit-verify-{proc.pid}-abcd1234"
+    live = tmp_path / f"toolkit-verify-{os.getpid()}-abcd1234"  # a concurrent verify's
+    (dead / "shift-0").mkdir(parents=True)
+    live.mkdir()
+    folders = []
+    real = oplevel._verify_shape
+    monkeypatch.setattr(oplevel, "_verify_shape", lambda *a: folders.append(a[-1]) or real(*a))
+    verify_ops(SHIFT_SHAPE, ops=["shift"], runtimes=["ort-cpu"])
+    (folder,) = folders
+    assert folder.parent.parent == tmp_path
+    assert folder.parent.name.startswith(f"toolkit-verify-{os.getpid()}-")
+    assert not dead.exists() and live.is_dir() and not folder.parent.exists()
 
 
 # -- exit codes --

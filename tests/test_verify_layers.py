@@ -14,12 +14,10 @@ from wrong_ops import CropPadShift
 
 from cli.main import main
 from export import export_run
-from export.verify.boundaries import Boundary, Graph, Op, ScopeNames, Tensor, locate
-from export.verify.command import REPORT_FILE
-from export.verify.layerlevel import verify_layers_run
-from export.verify.layerreport import PLOT_FILE
-from toolkit.runfolder import EXPORT_DIR, MANIFEST_FILE, MODEL_FILE
+from toolkit.runfolder import EXPORT_DIR, MANIFEST_FILE, MODEL_FILE, VERIFY_FILE, VERIFY_LAYERS_PLOT
 from toolkit.training.train import TrainOptions, train
+from verify.boundaries import Boundary, Graph, Op, ScopeNames, Tensor, locate
+from verify.layerlevel import verify_layers_run
 
 MODELS = ("shiftvit", "vit-lsa")
 FORMATS = "tflite,tflite-int8,onnx,onnx-int8"
@@ -46,7 +44,7 @@ def verified(runs) -> dict[str, tuple[int, dict]]:
     out = {}
     for model, run_dir in runs.items():
         code = main(["verify", str(run_dir), "--layers", "--runtimes", "litert,ort-cpu"])
-        out[model] = (code, json.loads((run_dir / REPORT_FILE).read_text()))
+        out[model] = (code, json.loads((run_dir / VERIFY_FILE).read_text()))
     return out
 
 
@@ -117,7 +115,7 @@ def test_int8_boundaries_report_steps_of_their_own_scale(verified, model):
 
 def test_plot_and_parity_record(verified, runs):
     _, report = verified["shiftvit"]
-    png = runs["shiftvit"] / PLOT_FILE
+    png = runs["shiftvit"] / VERIFY_LAYERS_PLOT
     assert report["layers"]["plot"] == str(png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     manifest = json.loads((runs["shiftvit"] / EXPORT_DIR / MANIFEST_FILE).read_text())
@@ -218,7 +216,7 @@ def test_bad_input_exits_2(runs, tmp_path, capsys, argv, message):
     code = main(["verify", str(runs["shiftvit"]), "--json", str(report), *argv])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0], err
-    assert not report.exists() and not (tmp_path / PLOT_FILE).exists()
+    assert not report.exists() and not (tmp_path / VERIFY_LAYERS_PLOT).exists()
 
 
 # -- matching by name: a layer whose output the converter fused into the next layer's op --

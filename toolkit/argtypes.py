@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from toolkit.errors import UsageError
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports bad arguments as one line and exit code 2 (a UsageError)."""
+    """argparse that reports bad arguments as one line and exit code 2 (a UsageError), and
+    keeps the long options it was given (`long_options`) for "did you mean" hints."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.long_options: list[str] = []  # before argparse's own add_argument("--help")
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *names: str, **kwargs) -> argparse.Action:
+        """argparse's add_argument, recording the `--long` spellings."""
+        self.long_options += [n for n in names if n.startswith("--")]
+        return super().add_argument(*names, **kwargs)
 
     def error(self, message: str):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
@@ -22,6 +33,18 @@ def positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """argparse type of every float option: a finite number; nan and inf are refused here, as
+    each would pass a later range check (nan compares false both ways) and never end a budget."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
     return value
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.errors import UsageError
+from toolkit.runfolder import LABELS_FILE
 from toolkit.runtimes import RUNTIMES, TensorSpec, open_artifact
 
-LABELS_FILE = "labels.txt"
 BATCH = 64  # images per run call, to bound memory on long file lists
 
 

@@ -4,6 +4,8 @@ run's classes (labels.txt) so that labels index the same class names the model l
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from toolkit.data import Dataset, load_data
@@ -27,12 +29,12 @@ def run_dataset(run: Run, spec: str | None = None) -> tuple[Dataset, str]:
 def load_run_data(run: Run, spec: str | None = None) -> tuple[Dataset, str]:
     """(dataset, spec) of `spec` (default: the run's data), split with the run's seed.
 
-    UsageError when its classes are not the run's, in the same order: a label is an index,
-    so other classes would be scored against the wrong names.
+    Its labels index the run's classes: data with the run's class names in another order (a
+    folder's are sorted) is relabelled by name; other classes are a UsageError, as a label is
+    an index and would be scored against the wrong names.
     """
     data, spec = run_dataset(run, spec)
-    check_class_names(run, data, spec)
-    return data, spec
+    return match_class_names(run, data, spec), spec
 
 
 def load_split(run: Run, split: str, spec: str | None = None) -> tuple[np.ndarray, np.ndarray, str]:
@@ -48,27 +50,33 @@ def load_split(run: Run, split: str, spec: str | None = None) -> tuple[np.ndarra
     return images.astype(np.float32), labels, spec
 
 
-def check_class_names(run: Run, data: Dataset, spec: str) -> None:
-    """UsageError unless `data` has exactly the run's class names, in the same order."""
+def match_class_names(run: Run, data: Dataset, spec: str) -> Dataset:
+    """`data` with labels indexing the run's classes: as is when its class names are the
+    run's, relabelled when they are the same names in another order; else a UsageError."""
     if not (run.path / LABELS_FILE).is_file():
         raise UsageError(
             f"{run.path} has no {LABELS_FILE}: the run's classes are unknown; retrain the run"
         )
     expected, found = run.class_names, list(data.class_names)
     if found == expected:
-        return
+        return data
+    if sorted(found) == sorted(expected) and len(set(expected)) == len(expected):
+        index = np.array([expected.index(name) for name in found], np.int64)  # data's -> run's
+        relabelled = {f"y_{split}": index[getattr(data, f"y_{split}")] for split in SPLITS}
+        return replace(data, class_names=list(expected), **relabelled)
     if len(found) != len(expected):
         detail = (
             f"{spec} has {len(found)} classes ({_preview(found)}) but the run has "
             f"{len(expected)} ({_preview(expected)})"
         )
-    else:
+    elif set(found) != set(expected):
+        extra = [name for name in found if name not in expected]
+        missing = [name for name in expected if name not in found]
+        detail = f"{spec} has classes {_preview(extra)} where the run has {_preview(missing)}"
+    else:  # the same names, some repeated: which is which is ambiguous
         i = next(i for i, (a, b) in enumerate(zip(found, expected, strict=True)) if a != b)
         detail = f"class {i} is '{found[i]}' in {spec} but '{expected[i]}' in the run"
-    raise UsageError(
-        f"{detail}: score the run on data with its classes ({run.path / LABELS_FILE}), "
-        "in the same order"
-    )
+    raise UsageError(f"{detail}: score the run on data with its classes ({run.path / LABELS_FILE})")
 
 
 def _preview(names: list[str]) -> str:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-
-import keras
+from typing import TYPE_CHECKING
 
 from toolkit.errors import UsageError, first_line
+
+if TYPE_CHECKING:
+    import keras
 
 MODEL_FILE = "model.keras"
 CONFIG_FILE = "config.json"
@@ -18,8 +24,14 @@ HISTORY_PLOT_FILE = "history.png"
 METRICS_FILE = "metrics.json"
 LABELS_FILE = "labels.txt"
 CHECKPOINT_DIR = "checkpoint"
+LOCK_FILE = ".train.lock"  # flock-ed by the `toolkit train` writing the folder; see hold_run_folder
 EXPORT_DIR = "export"  # what `toolkit export` writes by default: artifacts and MANIFEST_FILE
 MANIFEST_FILE = "model.json"
+# what `toolkit verify` and `toolkit bench` write into the run folder
+VERIFY_FILE = "verify.json"
+VERIFY_LAYERS_PLOT = "verify_layers.png"
+BENCH_FILES = ("bench.json", "bench.md", "bench.png")
+BENCH_TOP1_FILE = "bench_top1.json"  # each file's top-1 by data spec and sha256: a cache
 # config.json keys `toolkit train` writes that every later stage relies on: (path, what it is)
 REQUIRED_CONFIG = (
     (("options", "model"), "the model name"),
@@ -79,6 +91,53 @@ class Run:
         return manifest
 
 
+@contextmanager
+def hold_run_folder(out: Path) -> Iterator[Path]:
+    """Hold an exclusive flock on OUT/.train.lock (creating OUT) so that one `toolkit train`
+    at a time writes a run folder; a second one is a UsageError. Yields the lock file.
+
+    The OS drops a flock when its process dies, so a lock file a killed run left blocks
+    nothing. On leaving, the lock file goes, and so do the folders this call created when
+    nothing else was written into them (a refusal leaves no trace).
+    """
+    out = Path(out)
+    created = [folder for folder in (out, *out.parents) if not folder.exists()]
+    out.mkdir(parents=True, exist_ok=True)
+    lock = out / LOCK_FILE
+    fd = _lock(lock, out)
+    try:
+        yield lock
+    finally:
+        lock.unlink(missing_ok=True)  # while held: a waiting opener re-checks the inode
+        os.close(fd)
+        for folder in created:  # deepest first; a folder with files in it stays
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+
+
+def _lock(lock: Path, out: Path) -> int:
+    """An fd holding the flock of `lock`; UsageError when another process holds it."""
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise UsageError(
+                f"run folder {out} is being written by another `toolkit train` (it holds "
+                f"{lock}): wait for it to finish, or pass another --out"
+            ) from None
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(lock))
+        except FileNotFoundError:
+            same = False
+        if same:  # else its holder removed it between our open and flock: take the new one
+            return fd
+        os.close(fd)
+
+
 def load_keras_model(path: Path) -> keras.Model:
     """Load a `.keras` file safely (no arbitrary code), with a one-line error when it's bad."""
     import toolkit  # noqa: F401  (registers the custom layers)
@@ -88,6 +147,8 @@ def load_keras_model(path: Path) -> keras.Model:
     if not zipfile.is_zipfile(path):
         raise UsageError(f"{path} is not a valid .keras file (corrupt or truncated): retrain it")
     try:
+        import keras  # only a stage that loads the model needs Keras and its backend
+
         return keras.saving.load_model(path, safe_mode=True, compile=False)
     except Exception as exc:  # noqa: BLE001  (any loader failure means the file is unusable)
         first = first_line(exc)
@@ -173,6 +234,8 @@ def _model_problem(config: dict, model: keras.Model) -> str | None:
     if tuple(model.output_shape[1:]) != (classes,):
         return f"it outputs {tuple(model.output_shape[1:])}, not {classes} class logits"
     kind = config.get("preprocessing") or MODELS[config["options"]["model"]].preprocessing
+    import keras
+
     layers = [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)]
     front = layers[0] if layers else None
     wanted = FRONT_LAYERS.get(kind)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +34,23 @@ class Dataset:
     def num_classes(self) -> int:
         """Number of classes, one per entry of `class_names`."""
         return len(self.class_names)
+
+
+# Unicode categories of control characters and line/paragraph separators: labels.txt holds one
+# class name per line, and str.splitlines() breaks a line at any of them.
+CONTROL_CATEGORIES = ("Cc", "Zl", "Zp")
+
+
+def check_class_name_characters(names: Sequence[str], where: str, fix: str) -> None:
+    """UsageError naming the first class whose name holds a control character (a newline
+    would split it across two lines of labels.txt), `where` it comes from and the `fix`."""
+    for index, name in enumerate(names):
+        bad = next((c for c in name if unicodedata.category(c) in CONTROL_CATEGORIES), None)
+        if bad is not None:
+            raise UsageError(
+                f"{where}: class {index} name {name!r} holds control character "
+                f"U+{ord(bad):04X}: {fix}"
+            )
 
 
 def check_labels(ds: Dataset, num_classes: int) -> None:

@@ -12,16 +12,22 @@ Images that cannot be read or decoded are skipped too, with one warning on stder
 count and naming the first few; a class left with no image, or too few images overall, is an
 error. Decoded images are cached (see `toolkit.data.decode_cache`), so only the first command
 on a folder pays for decoding.
+
+Symbolic links that lead out of PATH (data from elsewhere, e.g. a link to /etc/passwd named
+x.png) are skipped before anything opens them, with one warning giving their count; links
+within PATH are followed. Class folder names with control characters are refused: labels.txt
+holds one class name per line.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from toolkit.data.dataset import Dataset
+from toolkit.data.dataset import Dataset, check_class_name_characters
 from toolkit.data.decode_cache import decode_folder_images
 from toolkit.data.images import IMAGE_SUFFIXES
 from toolkit.data.split import require_images, split_dataset, stratified_split
@@ -48,7 +54,7 @@ def load_folder(arg: str | None, seed: int = 0) -> Dataset:
         raise UsageError(f"folder path {path} is not a folder: {hint}")
     if (path / TRAIN).is_dir():
         return _load_split_layout(path, size, seed)
-    class_names, paths, labels = _class_files(path)
+    class_names, paths, labels = _class_files(path, path)
     require_images(f"folder {path}", len(paths))  # before decoding anything
     x, y = _decode(path, paths, labels, class_names, size)
     require_images(f"folder {path}", len(y))
@@ -63,7 +69,7 @@ def _load_split_layout(path: Path, size: int, seed: int) -> Dataset:
             f"images, or move the class folders up to {path}/ for an 80/10/10 split"
         )
     names = [TRAIN, TEST] + ([VAL] if (path / VAL).is_dir() else [])
-    found = {name: _class_files(path / name) for name in names}
+    found = {name: _class_files(path / name, path) for name in names}
     class_names = found[TRAIN][0]
     for name in names[1:]:
         if found[name][0] != class_names:
@@ -99,8 +105,9 @@ def _class_mismatch(path: Path, split: str, expected: list[str], got: list[str])
     )
 
 
-def _class_files(root: Path) -> tuple[list[str], list[Path], list[int]]:
-    """(class names, image paths, labels) of `root`/<class>/ folders, checked before decoding."""
+def _class_files(root: Path, base: Path) -> tuple[list[str], list[Path], list[int]]:
+    """(class names, image paths, labels) of `root`/<class>/ folders, checked before decoding;
+    images whose links lead out of `base` (the --data folder) are skipped with one warning."""
     entries = [p for p in root.iterdir() if not p.name.startswith(".")]
     if not entries:
         raise UsageError(f"folder {root} is empty: {LAYOUT}")
@@ -110,18 +117,55 @@ def _class_files(root: Path) -> tuple[list[str], list[Path], list[int]]:
             f"folder {root} has no class subfolders: move the images into "
             f"{root}/<class_name>/ ({LAYOUT})"
         )
+    check_class_name_characters(
+        [d.name for d in class_dirs],
+        f"folder {root}",
+        "rename the class folder without line breaks or control characters",
+    )
+    inside = _Inside(base)
     paths: list[Path] = []
     labels: list[int] = []
+    outside: list[Path] = []
     for label, class_dir in enumerate(class_dirs):
         files = _image_files(class_dir)
-        if not files:
+        stays = [inside(p) for p in files]
+        kept = [p for p, ok in zip(files, stays, strict=True) if ok]
+        outside += [p for p, ok in zip(files, stays, strict=True) if not ok]
+        if not kept:
+            left = f", only {len(files)} links out of {base}" if files else ""
             raise UsageError(
-                f"class folder {class_dir} has no images ({', '.join(IMAGE_SUFFIXES)}): "
-                "add images or remove the folder"
+                f"class folder {class_dir} has no images ({', '.join(IMAGE_SUFFIXES)}{left}): "
+                f"add images{' (copies, not links)' if files else ''} or remove the folder"
             )
-        paths += files
-        labels += [label] * len(files)
+        paths += kept
+        labels += [label] * len(kept)
+    if outside:
+        named = ", ".join(str(p.relative_to(root)) for p in outside[:NAMED_BAD])
+        more = f" and {len(outside) - NAMED_BAD} more" if len(outside) > NAMED_BAD else ""
+        print(
+            f"toolkit: warning: skipped {len(outside)} files in {root} that link out of {base}: "
+            f"{named}{more} (copy them into {base} to use them)",
+            file=sys.stderr,
+        )
     return [d.name for d in class_dirs], paths, labels
+
+
+class _Inside:
+    """Whether a path found under `base` resolves into it (links followed): each folder is
+    resolved once, and a file itself only when it is a link."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = Path(os.path.realpath(base))
+        self.folders: dict[Path, bool] = {}
+
+    def __call__(self, path: Path) -> bool:
+        """True when `path` and every link on the way to it stay inside the base folder."""
+        if path.is_symlink():
+            return Path(os.path.realpath(path)).is_relative_to(self.base)
+        folder = path.parent
+        if folder not in self.folders:
+            self.folders[folder] = Path(os.path.realpath(folder)).is_relative_to(self.base)
+        return self.folders[folder]
 
 
 def _decode(

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.data.cifar import CIFAR10_CLASSES
-from toolkit.data.dataset import Dataset
+from toolkit.data.dataset import Dataset, check_class_name_characters
 from toolkit.data.split import require_images, split_dataset
 from toolkit.errors import UsageError
 
@@ -109,6 +109,9 @@ def _class_names(names: np.ndarray | None, y: np.ndarray, path: Path) -> list[st
                 f"npz file {path}: class_names has {len(names)} names but labels go up to "
                 f"{k - 1}; store one name per class"
             )
+        check_class_name_characters(
+            names, f"npz file {path}", "store class_names without line breaks or control characters"
+        )
         return names
     missing = np.setdiff1d(np.arange(k), y)
     if missing.size:  # e.g. labels 1..10: without names, a gap is almost always a mistake

@@ -117,7 +117,7 @@ _SHIFTVIT = {
         ),
     ),
     # `toolkit train --model shiftvit --preset cpu60 --data folder:CIFAR10 --jit` on 2 CPU cores:
-    # 80.0% test top-1 on CIFAR-10 (JPEG q75 copy) in 58 min (bench/results/accuracy.md)
+    # 80.0% test top-1 on CIFAR-10 (JPEG q75 copy) in 58 min (records/notes/accuracy.md)
     "cpu60": (
         ShiftViTArch(image_size=32, dim=48, depths=(2, 2, 4, 2), drop_path=0.2, dropout=0.1),
         replace(
@@ -169,7 +169,7 @@ _VIT = {
         ),
     ),
     # `toolkit train --model vit-lsa --preset cpu60 --data folder:CIFAR10 --jit` on 2 CPU cores:
-    # 77.7% test top-1 on CIFAR-10 (JPEG q75 copy) in 62 min (bench/results/accuracy.md);
+    # 77.7% test top-1 on CIFAR-10 (JPEG q75 copy) in 62 min (records/notes/accuracy.md);
     # `--model vit` (no SPT, no LSA), same preset: 76.0% in 55 min
     "cpu60": (
         ViTArch(

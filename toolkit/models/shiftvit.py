@@ -10,7 +10,7 @@ from toolkit.models.presets import ShiftViTArch
 from toolkit.ops import MLP, DropPath, PartialShift, PatchConv2D
 
 
-def _shift_block(x, arch: ShiftViTArch, drop_path: float, name: str):
+def shift_block(x, arch: ShiftViTArch, drop_path: float, name: str):
     """x <- shift(x); x <- x + DropPath(MLP(LN(x))): the block of the official code."""
     x = PartialShift(arch.num_div, arch.shift_pixel, name=f"{name}_shift")(x)
     channels = x.shape[-1]
@@ -42,7 +42,7 @@ def build_shiftvit(
     block = 0
     for stage, depth in enumerate(arch.depths):
         for i in range(depth):
-            x = _shift_block(x, arch, float(rates[block]), name=f"stage{stage}_block{i}")
+            x = shift_block(x, arch, float(rates[block]), name=f"stage{stage}_block{i}")
             block += 1
         if stage < len(arch.depths) - 1:
             x = layers.LayerNormalization(epsilon=arch.epsilon, name=f"stage{stage}_merge_norm")(x)

@@ -20,7 +20,7 @@ from toolkit.ops import (
 )
 
 
-def _transformer_block(x, arch: ViTArch, name: str):
+def transformer_block(x, arch: ViTArch, name: str):
     """Pre-norm block: x + Attn(LN(x)), then + MLP(LN(.))."""
     attention = LocalitySelfAttention if arch.lsa else SelfAttention
     y = layers.LayerNormalization(epsilon=arch.epsilon, name=f"{name}_norm1")(x)
@@ -54,7 +54,7 @@ def build_vit(
     )(x)
     x = PositionEmbedding(name="position")(x)
     for i in range(arch.depth):
-        x = _transformer_block(x, arch, name=f"block{i}")
+        x = transformer_block(x, arch, name=f"block{i}")
     x = layers.LayerNormalization(epsilon=arch.epsilon, name="head_norm")(x)
     x = layers.Flatten(name="flatten")(x)
     x = Dropout(arch.head_dropout, name="head_dropout")(x)

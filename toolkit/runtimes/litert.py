@@ -14,7 +14,7 @@ from toolkit.runtimes.base import PreparedRun, RuntimeOptions, TensorSpec, only,
 SIGNATURE = "serving_default"
 
 
-def _spec(name: str, details: dict) -> TensorSpec:
+def tensor_spec(name: str, details: dict) -> TensorSpec:
     """TensorSpec from LiteRT tensor details (-1 in shape_signature is a dynamic dimension)."""
     shape = tuple(None if d < 0 else int(d) for d in details["shape_signature"])
     scales = details["quantization_parameters"]["scales"]
@@ -29,7 +29,7 @@ def _spec(name: str, details: dict) -> TensorSpec:
     )
 
 
-def _delegated(interpreter) -> list[str]:
+def delegated_ops(interpreter) -> list[str]:
     """What executes the graph: XNNPACK for delegated nodes, LiteRT's CPU kernels for the rest."""
     ops = getattr(interpreter, "_get_ops_details", None)  # private, but the only way to see it
     if ops is None:
@@ -68,9 +68,9 @@ class LiteRTSession:
             self._index = in_details["index"], out_details["index"]
             self._shape = tuple(int(d) for d in in_details["shape"])
             self._call = self._invoke
-        self.input = _spec(in_name, in_details)
-        self.output = _spec(out_name, out_details)
-        self.providers = _delegated(interpreter)
+        self.input = tensor_spec(in_name, in_details)
+        self.output = tensor_spec(out_name, out_details)
+        self.providers = delegated_ops(interpreter)
 
     def _invoke(self, x: np.ndarray) -> np.ndarray:
         """set_tensor/invoke/get_tensor, resizing the input first when the batch changes."""

@@ -36,7 +36,7 @@ _ONNX_DTYPES = {"float": "float32", "double": "float64"}  # the rest match numpy
 DEVICES = {"ort-cpu": "cpu", "ort-cuda": "cuda"}  # runtime -> OrtValue device of its tensors
 
 
-def _spec(arg) -> TensorSpec:
+def tensor_spec(arg) -> TensorSpec:
     """TensorSpec from an ORT NodeArg: symbolic or missing dimensions are None."""
     dtype = arg.type.removeprefix("tensor(").removesuffix(")")
     shape = tuple(d if isinstance(d, int) and d >= 0 else None for d in arg.shape)
@@ -54,7 +54,7 @@ SESSION_CONFIG = {
 
 
 def session_settings(options: RuntimeOptions) -> dict:
-    """The session options `_session` sets, as JSON values (what bench.json records)."""
+    """The session options `open_session` sets, as JSON values (what bench.json records)."""
     return {
         "graph_optimization_level": "ORT_ENABLE_ALL",
         "execution_mode": "ORT_SEQUENTIAL",
@@ -79,14 +79,14 @@ class IoBoundRun:
     """
 
     def __init__(self, session, binding, output: TensorSpec, cuda_graph: str = "off"):
-        self._session = session
+        self.open_session = session
         self._binding = binding
         self._output = output
         self.cuda_graph = cuda_graph  # "on", or "off" and why
 
     def run(self) -> None:
         """One inference on the bound tensors (synchronous: the device has finished)."""
-        self._session.run_with_iobinding(self._binding)
+        self.open_session.run_with_iobinding(self._binding)
 
     def logits(self) -> np.ndarray:
         """The last run's output on the host, as float32 logits."""
@@ -101,8 +101,8 @@ class OrtSession:
         self.path = path
         self.runtime = runtime
         self.options = options or RuntimeOptions()
-        self.input = _spec(only(session.get_inputs(), "input", path))
-        self.output = _spec(only(session.get_outputs(), "output", path))
+        self.input = tensor_spec(only(session.get_inputs(), "input", path))
+        self.output = tensor_spec(only(session.get_outputs(), "output", path))
         self.providers = list(session.get_providers())
         self.settings = session_settings(self.options)
 
@@ -137,7 +137,7 @@ def _cuda_graph_session(path: Path, options: RuntimeOptions, fallback) -> tuple[
     """A session of `path` with CUDA graphs on, and "on"; or `fallback` and "off: why" when ORT
     refuses (a node it cannot run on CUDA, such as a CPU-only shape op, makes it refuse)."""
     try:
-        session, _ = _session(str(path), options, cuda_providers(cuda_graph=True))
+        session, _ = open_session(str(path), options, cuda_providers(cuda_graph=True))
     except Exception as exc:  # noqa: BLE001  (ORT says why in its message)
         return fallback, f"off: {first_line(exc)[:200]}"
     if CUDA not in session.get_providers():
@@ -145,7 +145,7 @@ def _cuda_graph_session(path: Path, options: RuntimeOptions, fallback) -> tuple[
     return session, "on"
 
 
-def _session(model: str | bytes, options: RuntimeOptions, providers: list):
+def open_session(model: str | bytes, options: RuntimeOptions, providers: list):
     """InferenceSession with `session_settings` and warnings off; returns it and the native
     log lines it printed."""
     import onnxruntime as ort
@@ -167,13 +167,13 @@ def _session(model: str | bytes, options: RuntimeOptions, providers: list):
 
 def open_ort_cpu(path: Path, options: RuntimeOptions) -> OrtSession:
     """CPUExecutionProvider with `options.threads` intra-op threads."""
-    session, _ = _session(str(path), options, [CPU])
+    session, _ = open_session(str(path), options, [CPU])
     return OrtSession(session, path, "ort-cpu", options)
 
 
 def open_ort_cuda(path: Path, options: RuntimeOptions) -> OrtSession:
     """CUDA then CPU providers; RuntimeUnavailable when ORT fell back to CPU only."""
-    session, log = _session(str(path), options, cuda_providers(cuda_graph=False))
+    session, log = open_session(str(path), options, cuda_providers(cuda_graph=False))
     if CUDA not in session.get_providers():
         raise RuntimeUnavailable(_cuda_failure(log))
     return OrtSession(session, path, "ort-cuda", options)
@@ -224,5 +224,5 @@ def ort_cuda_unavailable() -> str | None:
         )
     if importlib.util.find_spec("onnx") is None:
         return None  # no probe model without onnx: open_ort_cuda still checks the real session
-    session, log = _session(_probe_model(), RuntimeOptions(), [CUDA, CPU])
+    session, log = open_session(_probe_model(), RuntimeOptions(), [CUDA, CPU])
     return None if CUDA in session.get_providers() else _cuda_failure(log)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from toolkit.argtypes import finite_float
 from toolkit.runtimes import RuntimeOptions, RuntimeUnavailable, open_artifact
 from toolkit.runtimes.timing import Protocol, summarize, time_calls, timed_once
 
@@ -110,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--runtime", required=True, help="keras, litert, ort-cpu or ort-cuda")
     parser.add_argument("--batch", type=int, default=1, help="images per call (default 1)")
     parser.add_argument("--runs", type=int, help="timed calls (stop after this many)")
-    parser.add_argument("--seconds", type=float, help="time budget of the timed calls")
+    parser.add_argument("--seconds", type=finite_float, help="time budget of the timed calls")
     parser.add_argument("--warmup", type=int, default=10, help="untimed calls first")
     parser.add_argument("--threads", type=int, help="intra-op threads (ORT, LiteRT)")
     return parser

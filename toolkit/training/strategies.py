@@ -2,6 +2,7 @@
 
 "mirrored" is data parallelism over every visible accelerator (or the logical CPUs when there
 is none): tf.distribute.MirroredStrategy on TensorFlow, keras.distribution.DataParallel on JAX.
+It is refused where that is fewer than 2 devices: it would train as "default" does.
 """
 
 from __future__ import annotations
@@ -30,16 +31,28 @@ def _tf_default() -> Placement:
     return Placement(strategy.scope, strategy.num_replicas_in_sync)
 
 
-def _tf_mirrored() -> Placement:
+def _tf_devices() -> list[str]:
+    """TensorFlow's logical GPUs, or its logical CPUs when there is no GPU."""
     import tensorflow as tf
 
     devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
-    strategy = tf.distribute.MirroredStrategy([d.name for d in devices])
+    return [d.name for d in devices]
+
+
+def _tf_mirrored() -> Placement:
+    import tensorflow as tf
+
+    strategy = tf.distribute.MirroredStrategy(_tf_devices())
     return Placement(strategy.scope, strategy.num_replicas_in_sync)
 
 
+def _jax_devices() -> list[str]:
+    """JAX's devices: its accelerators, or the host CPUs XLA was told to split into."""
+    return list(keras.distribution.list_devices())
+
+
 def _jax_data_parallel() -> Placement:
-    devices = keras.distribution.list_devices()
+    devices = _jax_devices()
     distribution = keras.distribution.DataParallel(devices=devices)
     return Placement(distribution.scope, len(devices))
 
@@ -52,6 +65,13 @@ def _single_device() -> Placement:
 STRATEGIES: dict[str, dict[str, Callable[[], Placement]]] = {
     "default": {"tensorflow": _tf_default, "jax": _single_device, "torch": _single_device},
     "mirrored": {"tensorflow": _tf_mirrored, "jax": _jax_data_parallel},
+}
+
+# --strategy name -> backend -> the devices its placement splits each batch across; a strategy
+# listed here needs at least two of them, else it would run as `default` while config.json
+# said otherwise (mirrored on a machine without GPUs trains on the one CPU device).
+SPLIT_DEVICES: dict[str, dict[str, Callable[[], list[str]]]] = {
+    "mirrored": {"tensorflow": _tf_devices, "jax": _jax_devices},
 }
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -68,6 +88,14 @@ def check_strategy(strategy: str) -> Callable[[], Placement]:
         raise UsageError(
             f"--strategy {strategy} is not available on the {backend} backend: "
             f"train with KERAS_BACKEND set to one of {where}, or use --strategy default"
+        )
+    devices = SPLIT_DEVICES.get(strategy, {}).get(backend)
+    found = devices() if devices is not None else None
+    if found is not None and len(found) < 2:
+        raise UsageError(
+            f"--strategy {strategy} splits each batch across 2 or more devices but {backend} "
+            f"sees {len(found)} ({', '.join(found) or 'none'}): use --strategy default, or "
+            "train where 2 or more GPUs are visible"
         )
     return factory
 

@@ -37,8 +37,10 @@ from toolkit.runfolder import (
     HISTORY_FILE,
     HISTORY_PLOT_FILE,
     LABELS_FILE,
+    LOCK_FILE,
     METRICS_FILE,
     MODEL_FILE,
+    hold_run_folder,
     read_json,
 )
 from toolkit.training.history_plot import plot_history
@@ -62,6 +64,9 @@ class TrainOptions:
     seed: int = 0
 
 
+SEEDS = range(2**32)  # what numpy's and Keras' random generators take
+
+
 def default_out(options: TrainOptions) -> Path:
     """runs/<model>-<preset>-<UTC time>: a fresh folder per run."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -83,6 +88,11 @@ def _validate(options: TrainOptions) -> Preset:
         value = getattr(options, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    if options.seed not in SEEDS:
+        raise UsageError(
+            f"--seed must be an integer from 0 to {SEEDS[-1]} (what NumPy and Keras seed with), "
+            f"got {options.seed}"
+        )
     train = preset.train
     return replace(
         preset,
@@ -95,7 +105,7 @@ def _validate(options: TrainOptions) -> Preset:
 
 
 def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit: bool) -> None:
-    """Compile `model` as `toolkit train` does (bench/studies/train_throughput times it too):
+    """Compile `model` as `toolkit train` does (studies/train_throughput times it too):
     AdamW on the warmup-cosine schedule of the preset's recipe, sparse CE, top-1 and top-5."""
     recipe = preset.train
     total = steps_per_epoch * recipe.epochs
@@ -187,7 +197,7 @@ def _prepare_folder(out: Path, options: TrainOptions, resume: bool) -> TrainOpti
         return options
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file: pass a folder path")
-    if out.exists() and any(out.iterdir()):
+    if out.exists() and any(p.name != LOCK_FILE for p in out.iterdir()):  # a dead run's lock
         raise UsageError(
             f"run folder {out} already exists: pass --resume to continue it or another --out"
         )
@@ -200,12 +210,34 @@ def train(options: TrainOptions, out: Path | None = None, resume: bool = False) 
     if resume and out is None:
         raise UsageError("--resume needs --out: the run folder to continue")
     out = Path(out) if out is not None else default_out(options)
-    options = _prepare_folder(out, options, resume)
-    preset = _validate(options)
-    data = load_data(options.data, seed=options.seed)
+    options = _prepare_folder(out, options, resume)  # refusals before anything is created
+    with hold_run_folder(out):  # one `toolkit train` at a time per run folder
+        # checked again under the lock: a run that started or finished since is refused
+        return _train(_prepare_folder(out, options, resume), out, resume)
+
+
+def _check_data(data: Dataset, options: TrainOptions) -> None:
+    """UsageError when `data` cannot train a classifier as `options` ask."""
     check_labels(data, data.num_classes)
     if len(data.y_train) < 1 or len(data.y_val) < 1 or len(data.y_test) < 1:
         raise UsageError(f"dataset {options.data} is too small to split into train/val/test")
+    if data.num_classes < 2:  # every prediction would be right: "test top-1 100.00%"
+        raise UsageError(
+            f"dataset {options.data} has {data.num_classes} class ({', '.join(data.class_names)})"
+            ": a classifier needs at least 2; add images of another class"
+        )
+    if options.batch_size is not None and options.batch_size > len(data.y_train):
+        raise UsageError(
+            f"--batch-size {options.batch_size} is more than the {len(data.y_train)} training "
+            f"images of {options.data}: pass --batch-size {len(data.y_train)} or less"
+        )
+
+
+def _train(options: TrainOptions, out: Path, resume: bool) -> Path:
+    """The body of `train`, run while this process holds the run folder."""
+    preset = _validate(options)
+    data = load_data(options.data, seed=options.seed)
+    _check_data(data, options)
     height, width, _ = data.image_shape
     print(
         f"data {options.data}: {data.num_classes} classes, {height}x{width} images, split "

@@ -1,0 +1,13 @@
+"""Measurement studies: scripts that produced the records in records/, not the product.
+
+`toolkit bench` is the product (bench/command.py, bench/suite.py). These answer one question
+each and are run by hand, so they may import TensorFlow, the exporters and each other freely:
+
+    python -m studies.train_throughput   # training images/s: toolkit vs a keras.io port
+    python -m studies.compare A/bench.json B/bench.json   # repeatability, row by row
+    python -m studies.op_profile RUN/export/model_int8.onnx   # time per op type
+    python -m studies.jpeg_gap score RUN --originals SAMPLE.npz   # what JPEG q75 costs
+    bash studies/ort_cuda.sh MODELS_DIR TEST_NPZ OUT_DIR   # ORT CUDA on a GPU box
+
+keras_io_port.py is the baseline train_throughput compares against; nothing else imports it.
+"""

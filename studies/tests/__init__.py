@@ -1,0 +1,1 @@
+"""Lab tests of the measurement studies and records (not part of `make test`)."""

@@ -1,0 +1,171 @@
+"""The format registry: one row per `--format` name holding the facts every stage reads.
+
+A row says which file and runtime the artifact has, what precision it computes in, which
+options it takes, how `toolkit verify` judges it (a rule name of verify/modelrules.py), which
+roofline peak `toolkit bench` holds it against, whether the int8 attribution applies, and how
+the README describes it. How it is converted (the converter, its named recipe and settings,
+its `--max-accuracy-drop` search space) is export's: one row per name in
+export/formats.py `CONVERTERS`. These facts import nothing heavy, so `bench` and `predict` read
+them on a device without TensorFlow.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from toolkit.errors import UsageError
+
+ALL = "all"
+PRECISIONS = ("fp32", "fp16", "int8")  # what an artifact computes in
+ROOFLINE_PRECISIONS = ("fp32", "int8")  # the peaks bench/roofline.py measures per runtime
+# option name (export_run keyword) -> command-line flag
+OPTION_FLAGS = {
+    "opset": "--opset",
+    "calib_data": "--calib-data",
+    "calib_samples": "--calib-samples",
+    "max_accuracy_drop": "--max-accuracy-drop",
+}
+ONNX_OPTIONS = ("opset",)
+CALIB_OPTIONS = ("calib_data", "calib_samples")
+SEARCH_OPTIONS = ("max_accuracy_drop",)  # taken by exactly the formats with a search space
+
+
+@dataclass(frozen=True)
+class Format:
+    """One export format's facts: file, runtime, precision, options and how it is judged."""
+
+    name: str
+    filename: str
+    runtime: str  # ort-cpu or litert: the runtime that loads and validates the artifact
+    precision: str  # one of PRECISIONS: the numbers the artifact computes in
+    options: tuple[str, ...]
+    rule: str  # `toolkit verify`'s model-level rule: a key of verify/modelrules.RULES
+    roofline: str  # one of ROOFLINE_PRECISIONS: the peak `toolkit bench` holds it against
+    description: str
+    int8_attribution: bool = False  # `toolkit verify` runs the TFLite int8 debugger for it
+
+
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format(
+            name="onnx",
+            filename="model.onnx",
+            runtime="ort-cpu",
+            precision="fp32",
+            options=ONNX_OPTIONS,
+            rule="fp32",
+            roofline="fp32",
+            description="float32, dynamic batch",
+        ),
+        Format(
+            name="onnx-int8",
+            filename="model_int8.onnx",
+            runtime="ort-cpu",
+            precision="int8",
+            options=ONNX_OPTIONS + CALIB_OPTIONS + SEARCH_OPTIONS,
+            rule="int8",
+            roofline="int8",
+            description="int8 MatMuls, activations quantized per call (7-bit weights), "
+            "float32 in/out, dynamic batch",
+        ),
+        Format(
+            name="tflite",
+            filename="model_fp32.tflite",
+            runtime="litert",
+            precision="fp32",
+            options=(),
+            rule="fp32",
+            roofline="fp32",
+            description="float32, batch 1",
+        ),
+        Format(
+            name="tflite-fp16",
+            filename="model_fp16.tflite",
+            runtime="litert",
+            precision="fp16",
+            options=(),
+            rule="fp16",
+            roofline="fp32",  # fp16 weights are widened to fp32 at load on CPU
+            description="float16 weights, float32 in/out, batch 1",
+        ),
+        Format(
+            name="tflite-dynamic",
+            filename="model_dynamic.tflite",
+            runtime="litert",
+            precision="int8",
+            options=(),
+            rule="int8",
+            roofline="int8",
+            description="int8 weights, float activations and in/out, batch 1; fastest for ViT-LSA",
+        ),
+        Format(
+            name="tflite-int8",
+            filename="model_int8.tflite",
+            runtime="litert",
+            precision="int8",
+            options=CALIB_OPTIONS + SEARCH_OPTIONS,
+            rule="int8",
+            roofline="int8",
+            description="int8 in/out, batch 1; LayerNorm, GELU and attention core float",
+            int8_attribution=True,
+        ),
+        Format(
+            name="tflite-int8-float-io",
+            filename="model_int8_float_io.tflite",
+            runtime="litert",
+            precision="int8",
+            options=CALIB_OPTIONS,
+            rule="int8",
+            roofline="int8",
+            description="tflite-int8 with float32 in/out and a float logits layer",
+            int8_attribution=True,
+        ),
+    )
+}
+
+
+def parse_formats(spec: str | Iterable[str]) -> list[str]:
+    """`onnx,tflite`, `all` or a list of names -> registered names in order, duplicates dropped."""
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    names: list[str] = []
+    for item in (str(i).strip().lower() for i in items):
+        chosen = list(FORMATS) if item == ALL else [item]
+        if item not in FORMATS and item != ALL:
+            raise UsageError(_unknown(item))
+        names.extend(n for n in chosen if n not in names)
+    if not names:
+        raise UsageError(f"--format is empty: choose from {', '.join(FORMATS)}, or {ALL}")
+    return names
+
+
+def _unknown(name: str) -> str:
+    close = difflib.get_close_matches(name, [*FORMATS, ALL], n=2, cutoff=0.5)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    return f"unknown format '{name}': {hint}choose from {', '.join(FORMATS)}, or {ALL}"
+
+
+def check_options(names: list[str], given: dict[str, object]) -> None:
+    """UsageError when an option that was given (not None) is taken by none of `names`."""
+    for option, value in given.items():
+        if value is None or any(option in FORMATS[n].options for n in names):
+            continue
+        takers = [f.name for f in FORMATS.values() if option in f.options]
+        raise UsageError(
+            f"{OPTION_FLAGS[option]} does not apply to {', '.join(names)}: only "
+            f"{', '.join(takers)} take it; drop it or add one of those formats"
+        )
+
+
+def format_table_markdown() -> str:
+    """The README table of formats, generated from FORMATS."""
+    rows = [
+        "| format | file | runtime | options | what |",
+        "|---|---|---|---|---|",
+    ]
+    for f in FORMATS.values():
+        options = ", ".join(f"`{OPTION_FLAGS[o]}`" for o in f.options) or "-"
+        rows.append(f"| `{f.name}` | `{f.filename}` | {f.runtime} | {options} | {f.description} |")
+    return "\n".join(rows) + "\n"
