@@ -75,8 +75,19 @@ def terminal_table(result: dict) -> str:
 
     out = [line(headers), line(["-" * w for w in widths]), *(line(c) for c in body)]
     out += [""] + roofline_lines(result) if result["roofline"]["peaks"] else []
-    out += [f"  {text}" for text in reasons(result["rows"])]
+    out += [f"  {text}" for text in (*not_measured(result), *reasons(result["rows"]))]
     return "\n".join(out)
+
+
+def not_measured(result: dict) -> list[str]:
+    """What this bench did not measure and why: top-1, and MACs, GMAC/s and the roofline (an
+    export folder benched without its run)."""
+    lines = []
+    if why := result.get("data", {}).get("not_computed"):
+        lines.append(f"top-1: not computed: {why}")
+    if why := result["roofline"].get("not_available"):
+        lines.append(f"MACs, GMAC/s and the roofline: not available: {why}")
+    return lines
 
 
 def roofline_lines(result: dict) -> list[str]:
@@ -118,8 +129,8 @@ def roofline_lines(result: dict) -> list[str]:
     for what in roof.get("above_roof", []):
         lines.append(
             f"  warning: {what}: the machine was slower while the roofline was timed, so "
-            "this run's fractions overstate; bench again, or compare files with "
-            "`python -m studies.interleaved`"
+            "this run's fractions overstate; bench again, or compare files side by side "
+            "with `toolkit bench FOLDER --interleaved`"
         )
     return lines
 
@@ -150,8 +161,13 @@ def markdown(result: dict) -> str:
         if x
     )
     data = result["data"]
+    kind = result.get("kind", "run folder")
+    top1 = (
+        f"- top-1 on the test split of {data['spec'] or 'the run data'}"
+        f" ({data['samples'] or '?'} images), computed once per file on its default runtime"
+    )
     lines = [
-        f"# toolkit bench: {result['model']} {result['preset']} ({result['run']})",
+        f"# toolkit bench: {result['model']} {result['preset']} ({kind} {result['run']})",
         "",
         f"- command: `{result['command']}`",
         f"- date: {result['date']}",
@@ -160,11 +176,11 @@ def markdown(result: dict) -> str:
         "- versions: " + ", ".join(f"{k} {val}" for k, val in v.items()),
         f"- protocol: {proto['warmup']} warmup calls, then {budget}; threads "
         f"{proto['threads'] or 'runtime default'}; {proto['timer']}",
-        f"- top-1 on the test split of {data['spec'] or 'the run data'}"
-        f" ({data['samples'] or '?'} images), computed once per file on its default runtime",
+        *([] if data.get("not_computed") else [top1]),
         "- spread: (max - min) / median of the p50 of 5 consecutive slices of the timed calls",
         *settings_lines(result["rows"]),
         *([f"- top-1 not computed: {data['error']}"] if data.get("error") else []),
+        *(f"- {line}" for line in not_measured(result)),
         "",
     ]
     headers = list(COLUMNS)

@@ -13,7 +13,7 @@ from pathlib import Path
 from bench import roofline
 from bench.machine import describe
 from toolkit.progress import progress
-from toolkit.runfolder import BENCH_TOP1_FILE, CONFIG_FILE
+from toolkit.runfolder import BENCH_TOP1_FILE
 from toolkit.runtimes import RUNTIMES
 from toolkit.runtimes.timing import Protocol
 from toolkit.runtimes.worker import TIMED_CALL, run_worker
@@ -36,7 +36,7 @@ class Artifact:
 class Plan:
     """What to measure: artifacts x runtimes (those that open them) x batch sizes."""
 
-    run_dir: Path
+    run_dir: Path  # the folder benched (a run folder or an export folder): results go here
     artifacts: list[Artifact]
     runtimes: list[str]
     batches: list[int]
@@ -48,6 +48,11 @@ class Plan:
     command: str = ""
     # (images, labels) of --data's test split, loaded once when the plan checked its classes
     test_split: tuple | None = field(default=None, repr=False, compare=False)
+    model: str | None = None
+    preset: str | None = None
+    kind: str = "run folder"  # or "export folder": model.json's files without their run
+    no_top1: str | None = None  # why no top-1 is computed (an export folder has no data)
+    no_macs: str | None = None  # why MACs, GMAC/s and the roofline are not available
 
     def cells(self) -> list[tuple[Artifact, str, int]]:
         """Every (artifact, runtime, batch) row in table order."""
@@ -168,6 +173,21 @@ def measure_peaks(plan: Plan, runtimes: set[str], cache: Path) -> tuple[dict, li
     return peaks, entries
 
 
+def no_roofline(rows: list[dict], why: str) -> dict:
+    """The roofline section without MACs: every row's GMAC/s and fractions null, and why."""
+    for row in rows:
+        row.update(gmacs=None, roofline_fraction=None, attainable_fraction=None)
+    return {
+        "macs": roofline.MACS,
+        "not_available": why,
+        "peaks": [],
+        "memory": [],
+        "layers": [],
+        "fastest": fastest(rows),
+        "above_roof": [],
+    }
+
+
 def above_roof(rows: list[dict]) -> list[str]:
     """The rows that ran faster than a roof allows: the machine was slower while the roofline
     was timed, so this run's fractions overstate."""
@@ -263,13 +283,22 @@ def run_suite(
         progress("bench row", i, len(cells), f"{artifact.format} on {runtime}, batch {batch}")
         rows.append(measure_row(plan, artifact, runtime, batch))
         on_row(rows[-1])
-    data = attach_accuracy(plan, rows)
+    if plan.no_top1 is None:
+        data = attach_accuracy(plan, rows)
+    else:
+        data = {"spec": None, "samples": None, "not_computed": plan.no_top1}
+        for row in rows:
+            row["top1"] = None
     attach_vs_keras(rows)
-    config = json.loads((plan.run_dir / CONFIG_FILE).read_text()).get("options", {})
+    if plan.no_macs is None:
+        roof = measure_roofline(plan, rows, cache or roofline.cache_dir())
+    else:
+        roof = no_roofline(rows, plan.no_macs)
     return {
         "run": str(plan.run_dir),
-        "model": config.get("model"),
-        "preset": config.get("preset"),
+        "kind": plan.kind,
+        "model": plan.model,
+        "preset": plan.preset,
         "command": plan.command,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": describe(),
@@ -283,6 +312,6 @@ def run_suite(
             "timer": f"time.perf_counter_ns per call; {TIMED_CALL}; one fresh process per row",
         },
         "data": data,
-        "roofline": measure_roofline(plan, rows, cache or roofline.cache_dir()),
+        "roofline": roof,
         "rows": rows,
     }

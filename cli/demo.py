@@ -14,8 +14,10 @@ from toolkit.errors import UsageError
 from toolkit.evaluate import evaluate_run
 from toolkit.runfolder import (
     CONFIG_FILE,
+    EXPORT_DIR,
     HISTORY_FILE,
     LABELS_FILE,
+    MANIFEST_FILE,
     METRICS_FILE,
     MODEL_FILE,
     VERIFY_FILE,
@@ -63,13 +65,13 @@ def run_demo(
             print(f"   {name:22s} -> {run_dir / name}")
         for fmt, entry in manifest["artifacts"].items():
             size = entry["size_bytes"] / 1024
-            print(f"   {fmt:22s} -> {run_dir / 'export' / entry['file']} ({size:.0f} KB)")
-        print(f"   {'model.json':22s} -> {run_dir / 'export' / 'model.json'}")
+            print(f"   {fmt:22s} -> {run_dir / EXPORT_DIR / entry['file']} ({size:.0f} KB)")
+        print(f"   {MANIFEST_FILE:22s} -> {run_dir / EXPORT_DIR / MANIFEST_FILE}")
         print(f"== {model}: verifying ops (quick shapes) and every artifact", flush=True)
         report = verify_run(run_dir, shapes="quick")
         atomic.write_json(run_dir / VERIFY_FILE, report)
         print_report(report)
-        print(f"   {'verify.json':22s} -> {run_dir / 'verify.json'}")
+        print(f"   {VERIFY_FILE:22s} -> {run_dir / VERIFY_FILE}")
         passed = passed and report["passed"]
         print(f"== {model}: benchmarking every artifact (short: {BENCH_ARGS})", flush=True)
         result, paths = bench_run(parse_args([str(run_dir), *BENCH_ARGS.split()]), quiet=True)

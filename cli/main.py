@@ -206,8 +206,7 @@ COMMANDS: dict[str, Command] = {
     "bench": Command(
         "latency, throughput, memory, size and top-1 of every artifact per runtime",
         _add_bench,
-        _run_bench,
-        needs=("tensorflow",),
+        _run_bench,  # a run folder needs Keras, an export folder the runtimes alone (bench/)
     ),
     "presets": Command(
         "table of presets: parameters and MACs", _add_presets, _run_presets, keras_backend=True

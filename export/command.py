@@ -11,8 +11,8 @@ from export.errors import ExportError
 from export.onnx import MAX_OPSET, MIN_OPSET
 from export.onnx_rewrite import ATTENTION_OPSET
 from export.pipeline import DEFAULT_OPSET, EXPORT_DIR, export_run
-from toolkit.argtypes import finite_float
-from toolkit.formats import ALL, FORMATS, parse_formats
+from toolkit.argtypes import ALL, finite_float
+from toolkit.formats import FORMATS, parse_formats
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -22,6 +22,8 @@ import pytest
 from cli.main import main
 from toolkit.backend import installed
 
+pytestmark = pytest.mark.slow  # every test here trains or runs a backend's suite
+
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 MODELS = ("shiftvit", "vit-lsa")

@@ -1,10 +1,11 @@
 """`toolkit bench`: the stats, the worker (no TensorFlow for .onnx/.tflite), every runtime of the
-registry, the end-to-end outputs, failed and unavailable rows, and the exit-2 paths."""
+registry, the end-to-end outputs, failed and unavailable rows, an export folder benched without
+TensorFlow, Keras or JAX, the interleaved mode, and the exit-2 paths."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -12,16 +13,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from blockers import blocker_code
 
-from bench import roofline, suite
+from bench import interleaved, roofline, suite
 from bench.machine import last_level_cache_bytes
 from bench.report import roofline_lines, terminal_table
 from cli.main import main
 from export import export_run
-from studies import interleaved, kernel_profile, product_threads
 from toolkit.manifest import sha256
 from toolkit.models import LayerCost
-from toolkit.runfolder import BENCH_FILES, BENCH_TOP1_FILE
+from toolkit.runfolder import BENCH_FILES, BENCH_INTERLEAVED_FILES, BENCH_TOP1_FILE
 from toolkit.runtimes import RUNTIMES, open_artifact
 from toolkit.runtimes.timing import Protocol, summarize, time_calls
 from toolkit.runtimes.worker import measure, run_worker, worker_command, worker_env
@@ -440,8 +441,10 @@ def test_failed_artifact_keeps_the_table_and_accuracy_is_cached(run_dir, tmp_pat
     onnx = run / "export" / "model.onnx"
     (run / BENCH_TOP1_FILE).write_text(json.dumps({f"run data:{sha256(onnx)}": {"top1": 0.125}}))
     argv = ["bench", str(run), "--runtime", "litert,ort-cpu", "--formats", "tflite,onnx"]
-    assert main([*argv, *SHORT]) == 0
-    rows = {r["format"]: r for r in json.loads((run / "bench.json").read_text())["rows"]}
+    assert main([*argv, *SHORT]) == 0  # --formats: the old spelling of --format, kept
+    result = json.loads((run / "bench.json").read_text())
+    assert " --format tflite,onnx " in result["command"]  # the canonical spelling
+    rows = {r["format"]: r for r in result["rows"]}
     assert rows["tflite"]["status"] == "failed" and rows["tflite"]["reason"]
     assert rows["onnx"]["status"] == "ok" and rows["onnx"]["top1"] == 0.125  # from the cache
     out = capsys.readouterr().out
@@ -458,17 +461,26 @@ def _no_export(run_dir: Path, tmp: Path) -> Path:
 
 
 BAD = {  # case -> (extra argv, words the message holds)
-    "unknown runtime": (["--runtime", "ort-gpu"], "unknown runtime 'ort-gpu'"),
-    "unknown format": (["--formats", "tflite-int4"], "unknown formats 'tflite-int4'"),
-    "not exported": (["--formats", "onnx-int8"], "unknown formats 'onnx-int8'"),
+    "unknown runtime": (["--runtime", "ort-gpu"], "unknown --runtime 'ort-gpu'"),
+    "unknown format": (["--format", "tflite-int4"], "unknown --format 'tflite-int4'"),
+    "not exported": (["--format", "onnx-int8"], "has no onnx-int8 file: export it (`toolkit"),
     "batch zero": (["--batch", "0"], "--batch"),
     "batch text": (["--batch", "1,x"], "--batch"),
     "runs zero": (["--runs", "0"], "--runs"),
     "threads zero": (["--threads", "0"], "--threads"),
     "data without test images": (["--data", "shapes:12"], "empty test split"),
     "runtime opens none of the formats": (
-        ["--runtime", "ort-cuda", "--formats", "tflite,tflite-int8"],
+        ["--runtime", "ort-cuda", "--format", "tflite,tflite-int8"],
         "nothing to bench: --runtime ort-cuda opens none of the chosen formats",
+    ),
+    "segments without interleaved": (["--segments", "2"], "--segments applies to --interleaved"),
+    "interleaved with runs": (["--interleaved", "--runs", "3"], "drop --runs"),
+    "interleaved with data": (["--interleaved", "--data", DATA], "drop --data"),
+    "interleaved two batches": (["--interleaved", "--batch", "1,2"], "one batch size"),
+    "interleaved calls zero": (["--interleaved", "--calls", "0"], "--calls"),
+    "interleaved no cpu file": (
+        ["--interleaved", "--runtime", "ort-cuda,keras"],
+        "nothing to time side by side",
     ),
 }
 
@@ -509,12 +521,21 @@ def test_terminal_table_of_no_rows_is_the_header():
 
 
 def test_bad_run_folders_exit_2(run_dir, tmp_path, capsys):
-    cases = {tmp_path / "missing": "does not exist", _no_export(run_dir, tmp_path): "export"}
+    neither = tmp_path / "neither"
+    neither.mkdir()
+    (neither / "model.onnx").write_bytes(b"")  # model files without their model.json
+    cases = {
+        tmp_path / "missing": "does not exist",
+        _no_export(run_dir, tmp_path): "export",
+        neither: "is neither a run folder (no config.json) nor an export folder (no model.json)",
+    }
     for path, words in cases.items():
-        assert main(["bench", str(path)]) == 2
-        err = capsys.readouterr().err.strip()
-        assert words in err and len(err.splitlines()) == 1
+        for mode in ([], ["--interleaved"]):
+            assert main(["bench", str(path), *mode]) == 2
+            err = capsys.readouterr().err.strip()
+            assert words in err and len(err.splitlines()) == 1
     assert not list((tmp_path / "no_export").glob("*bench*"))
+    assert [p.name for p in neither.iterdir()] == ["model.onnx"]
 
 
 def test_demo_bench_step(run_dir, tmp_path, capsys):
@@ -537,7 +558,7 @@ def test_missing_data_leaves_top1_blank(run_dir, tmp_path):
     config = json.loads((run / "config.json").read_text())
     config["options"]["data"] = f"npz:{tmp_path}/gone.npz"
     (run / "config.json").write_text(json.dumps(config))
-    argv = ["bench", str(run), "--runtime", "ort-cpu", "--formats", "onnx", *SHORT]
+    argv = ["bench", str(run), "--runtime", "ort-cpu", "--format", "onnx", *SHORT]
     assert main(argv) == 0
     result = json.loads((run / "bench.json").read_text())
     assert [(r["status"], r["top1"]) for r in result["rows"]] == [("ok", None)]
@@ -566,14 +587,14 @@ def test_data_given_is_read_once(run_dir, tmp_path, monkeypatch):
         toolkit.rundata, "run_dataset", lambda *a, **k: calls.append(a) or real(*a, **k)
     )
     run = copy_run(run_dir, tmp_path / "run")
-    argv = ["bench", str(run), "--runtime", "ort-cpu", "--formats", "onnx", "--data", DATA]
+    argv = ["bench", str(run), "--runtime", "ort-cpu", "--format", "onnx", "--data", DATA]
     assert main([*argv, *SHORT]) == 0
     result = json.loads((run / "bench.json").read_text())
     assert len(calls) == 1
     assert result["rows"][0]["top1"] is not None and result["data"]["samples"] > 0
 
 
-# -- studies.interleaved: ratios from files timed round-robin in one process --
+# -- toolkit bench --interleaved: ratios from files timed round-robin in one process --
 
 
 def test_median_ratio_pairs_segments():
@@ -584,41 +605,51 @@ def test_median_ratio_pairs_segments():
 
 
 def test_interleaved_times_every_cpu_file_and_its_ratios(run_dir, tmp_path, capsys):
+    """`toolkit bench RUN --interleaved`: every litert/ort-cpu file in the same segments, its
+    ratio to its runtime's fp32 file; bench_interleaved.json and .md in RUN, no bench.json."""
+    run = copy_run(run_dir, tmp_path / "run")
+    argv = ["bench", str(run), "--interleaved", "--segments", "2", "--calls", "3"]
+    assert main([*argv, "--warmup", "1", "--threads", "1"]) == 0
     median_ratio, fp32 = interleaved.median_ratio, interleaved.FP32
-    out = tmp_path / "il.json"
-    argv = [str(run_dir), "--segments", "2", "--calls", "3", "--warmup", "1", "--json", str(out)]
-    assert interleaved.main(argv) == 0
-    report = json.loads(out.read_text())
+    report = json.loads((run / BENCH_INTERLEAVED_FILES[0]).read_text())
     rows = {r["format"]: r for r in report["rows"]}
-    assert set(rows) == set(FORMATS.split(","))
+    assert set(rows) == set(FORMATS.split(","))  # every exported file; no keras, no ort-cuda
     assert {r["runtime"] for r in rows.values()} == {"ort-cpu", "litert"}
-    assert all(len(r["segment_p50_ms"]) == 2 and r["p50_ms"] > 0 for r in rows.values())
+    assert all(r["status"] == "ok" and len(r["segment_p50_ms"]) == 2 for r in rows.values())
+    assert all(r["p50_ms"] == np.median(r["segment_p50_ms"]) > 0 for r in rows.values())
     assert rows[fp32["litert"]]["vs_fp32"] == rows[fp32["ort-cpu"]]["vs_fp32"] == 1.0
     int8 = rows["tflite-int8"]
     assert int8["vs_fp32"] == median_ratio(rows["tflite"]["segment_p50_ms"], int8["segment_p50_ms"])
     assert report["ort_fp32_over_litert_fp32"] == median_ratio(
         rows["onnx"]["segment_p50_ms"], rows["tflite"]["segment_p50_ms"]
     )
-    assert report["machine"]["cpu_flags"] is not None and report["segments"] == 2
+    assert (report["segments"], report["calls"], report["threads"], report["batch"]) == (2, 3, 1, 1)
+    assert report["machine"]["cpu_flags"] is not None and report["kind"] == "run folder"
+    assert report["command"].startswith(f"toolkit bench {run} --interleaved ")
+    md = (run / BENCH_INTERLEAVED_FILES[1]).read_text()
+    assert "| `tflite-int8` | litert | model_int8.tflite | ok |" in md and report["command"] in md
     assert "| `tflite-int8` | litert |" in capsys.readouterr().out
+    assert not [p for p in run.iterdir() if p.name in BENCH_FILES]
 
 
-def test_interleaved_before_times_a_second_export_in_the_same_segments(run_dir, tmp_path):
-    before = copy_run(run_dir, tmp_path / "before")
-    out = tmp_path / "il.json"
-    argv = [str(run_dir), "--before", str(before), "--formats", "tflite,tflite-int8"]
-    assert interleaved.main([*argv, "--segments", "3", "--calls", "2", "--json", str(out)]) == 0
-    report = json.loads(out.read_text())
-    assert report["before"] == str(before)
-    for row in report["rows"]:
-        assert len(row["before_segment_p50_ms"]) == len(row["segment_p50_ms"]) == 3
-        assert row["vs_before"] == interleaved.median_ratio(
-            row["before_segment_p50_ms"], row["segment_p50_ms"]
-        )
-    assert "before / now" in interleaved.markdown(report)
+def test_interleaved_keeps_the_table_when_a_file_will_not_open(run_dir, tmp_path):
+    """A corrupt file is a failed row with its reason; the others are timed, and a ratio to a
+    fp32 file that did not run is blank."""
+    run = copy_run(run_dir, tmp_path / "run")
+    (run / "export" / "model_fp32.tflite").write_bytes(b"not a flatbuffer" * 8)
+    argv = ["bench", str(run), "--interleaved", "--format", "tflite,tflite-int8,onnx"]
+    assert main([*argv, "--segments", "1", "--calls", "2", "--warmup", "0"]) == 0
+    report = json.loads((run / BENCH_INTERLEAVED_FILES[0]).read_text())
+    rows = {r["format"]: r for r in report["rows"]}
+    assert rows["tflite"]["status"] == "failed"
+    assert "could not be loaded" in rows["tflite"]["reason"]
+    assert rows["tflite"]["segment_p50_ms"] == [] and rows["tflite"]["p50_ms"] is None
+    assert rows["tflite-int8"]["status"] == "ok" and rows["tflite-int8"]["vs_fp32"] is None
+    assert rows["onnx"]["vs_fp32"] == 1.0 and report["ort_fp32_over_litert_fp32"] is None
+    assert "- tflite: failed: " in (run / BENCH_INTERLEAVED_FILES[1]).read_text()
 
 
-def test_interleaved_reverses_every_other_segment(run_dir, tmp_path, monkeypatch):
+def test_round_robin_reverses_every_other_segment(monkeypatch):
     timed = []
 
     def fake_segment(call, calls):
@@ -626,153 +657,94 @@ def test_interleaved_reverses_every_other_segment(run_dir, tmp_path, monkeypatch
         return float(len(timed))
 
     monkeypatch.setattr(interleaved, "time_segment", fake_segment)
-    before = copy_run(run_dir, tmp_path / "before")
-    report = interleaved.measure(run_dir, ["tflite", "tflite-int8"], 1, 3, 1, 0, before)
-    first, second, third = timed[:4], timed[4:8], timed[8:]
-    assert len(set(first)) == 4 and second == first[::-1] and third == first
-    rows = {r["format"]: r for r in report["rows"]}
-    # segment p50s in timing order: tflite, its RUN0 file, tflite-int8, its RUN0 file
-    assert rows["tflite"]["segment_p50_ms"] == [1.0, 8.0, 9.0]
-    assert rows["tflite"]["before_segment_p50_ms"] == [2.0, 7.0, 10.0]
+    calls = ["a", "b", "c"]
+    series = interleaved.time_round_robin(calls, 3, 1)
+    assert timed == ["a", "b", "c", "c", "b", "a", "a", "b", "c"]
+    assert series == [[1.0, 6.0, 7.0], [2.0, 5.0, 8.0], [3.0, 4.0, 9.0]]
 
 
-def test_interleaved_bad_input_exits_2(run_dir, tmp_path, capsys):
-    folder = tmp_path / "taken"
-    folder.mkdir()
-    no_export = _no_export(run_dir, tmp_path)
-    cases = {
-        "no export": ([str(no_export)], "export"),
-        "json is a folder": ([str(run_dir), "--json", str(folder)], "--json"),
-        "unknown format": ([str(run_dir), "--formats", "tflite-int4"], "unknown format"),
-        "no cpu file": ([str(run_dir), "--formats", "tflite-fp16"], "none of tflite-fp16"),
-        "threads zero": ([str(run_dir), "--threads", "0"], "--threads"),
-        "before not exported": ([str(run_dir), "--before", str(no_export)], "export"),
-    }
-    for argv, words in cases.values():
-        assert interleaved.main([*argv, "--segments", "1", "--calls", "1"]) == 2
-        err = capsys.readouterr().err.strip()
-        assert words in err and len(err.splitlines()) == 1
-    assert list(folder.iterdir()) == []
+# -- toolkit bench EXPORT_DIR: an export folder alone, on a device without TensorFlow --
 
-
-# -- studies.kernel_profile: native kernels of a file's calls, sampled by perf --
-
-PERF_REPORT = (
-    "# Samples: 325K of event 'cpu-clock'\n"
-    "#\n"
-    "# Overhead\tShared Object      \tSymbol\n"
-    " 57.21% \tlibpywrap_litert_common.so \t[.] xnn_qs8_qc8w_gemm_minmax_fp32_ukernel_3x8c8__avx2\n"
-    " 0.63%  \t[kernel.kallsyms]  \t[k] _raw_spin_unlock_irqrestore\n"
-    " 12.05% \tlibpywrap_litert_common.so \t[.] thread_main\n"
-    "\n"
+# what the device lacks: a finder at startup (sitecustomize) that every worker inherits
+DEVICE_BLOCKER = blocker_code(
+    ("tensorflow", "tf_keras", "keras", "jax", "jaxlib", "tf2onnx", "onnx", "matplotlib")
 )
 
 
-def test_kernel_profile_parses_perf_report_largest_first():
-    rows = kernel_profile.parse_report(PERF_REPORT)
-    assert [r.share for r in rows] == pytest.approx([0.5721, 0.1205, 0.0063])
-    assert [(r.library, r.symbol) for r in rows] == [
-        ("libpywrap_litert_common.so", "xnn_qs8_qc8w_gemm_minmax_fp32_ukernel_3x8c8__avx2"),
-        ("libpywrap_litert_common.so", "thread_main"),
-        ("[kernel.kallsyms]", "_raw_spin_unlock_irqrestore"),
+def _device_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a device: DEVICE_BLOCKER run at the start of every Python process."""
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(DEVICE_BLOCKER)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+
+
+def _on_device(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
+    """`toolkit ARGV` where TensorFlow, Keras, JAX, tf2onnx, onnx and matplotlib do not import
+    (numpy, pillow, LiteRT and ONNX Runtime do), in this process and in every worker."""
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *argv],
+        capture_output=True,
+        text=True,
+        env=_device_env(tmp_path),
+    )
+
+
+def test_export_folder_benches_without_tensorflow_keras_or_jax(run_dir, tmp_path):
+    """The export folder alone, copied elsewhere: litert and ort-cpu rows ok; no Keras row; top-1,
+    MACs, GMAC/s and the roofline null and said so in bench.md; no bench.png without matplotlib;
+    the interleaved mode too. The run folder itself says what it needs, and the way out."""
+    device = shutil.copytree(run_dir / "export", tmp_path / "device" / "model")
+    for module in ("keras", "tensorflow", "jax", "onnx", "matplotlib"):  # as in any worker
+        probe = [sys.executable, "-c", f"import {module}"]
+        assert subprocess.run(probe, capture_output=True, env=_device_env(tmp_path)).returncode
+    done = _on_device(tmp_path, "bench", str(device), "--seconds", "0.2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((device / "bench.json").read_text())
+    rows = {(r["format"], r["runtime"]): r for r in result["rows"]}
+    want = {("onnx", "ort-cpu"), ("tflite", "litert"), ("tflite-int8", "litert")}
+    assert want <= set(rows) and not any(r == "keras" for _, r in rows)
+    for key in want:
+        row = rows[key]
+        assert row["status"] == "ok", row["reason"]
+        assert row["p50_ms"] > 0 and row["top1"] is None
+        assert row["macs_per_image"] is None and row["gmacs"] is None
+        assert row["roofline_fraction"] is None
+    assert result["kind"] == "export folder" and result["model"] == "shiftvit"
+    assert result["data"]["not_computed"] and result["roofline"]["not_available"]
+    assert result["roofline"]["peaks"] == []
+    md = (device / "bench.md").read_text()
+    assert "- MACs, GMAC/s and the roofline: not available: model.json records no MAC" in md
+    assert "- top-1: not computed: an export folder has no test data" in md
+    assert not (device / "bench.png").exists() and "matplotlib is not installed" in done.stderr
+    assert not (device / BENCH_TOP1_FILE).exists()
+
+    done = _on_device(tmp_path, "bench", str(device), "--interleaved", "--segments", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((device / BENCH_INTERLEAVED_FILES[0]).read_text())
+    assert {r["format"] for r in report["rows"] if r["status"] == "ok"} == set(FORMATS.split(","))
+
+    run = copy_run(run_dir, tmp_path / "run")
+    for argv, words in (
+        ([str(run)], "needs Keras: pip install 'toolkit[tensorflow]', or bench its export "),
+        ([str(device), "--data", DATA], "--data needs the run folder"),
+        ([str(device), "--format", "keras"], f"export folder {device} has no model.keras"),
+    ):
+        done = _on_device(tmp_path, "bench", *argv)
+        assert done.returncode == 2 and words in done.stderr, done.stderr[-3000:]
+        assert len(done.stderr.strip().splitlines()) == 1
+    assert f"`toolkit bench {run / 'export'}`" in _on_device(tmp_path, "bench", str(run)).stderr
+    assert not [p for p in run.iterdir() if p.name.startswith("bench")]
+
+
+def test_run_export_folder_is_an_export_folder(run_dir, tmp_path):
+    """RUN/export given: its files alone, results in it, no Keras row even where Keras is."""
+    run = copy_run(run_dir, tmp_path / "run")
+    argv = ["bench", str(run / "export"), "--runtime", "keras,ort-cpu", "--format", "onnx"]
+    assert main([*argv, *SHORT]) == 0
+    result = json.loads((run / "export" / "bench.json").read_text())
+    assert [(r["format"], r["runtime"], r["status"]) for r in result["rows"]] == [
+        ("onnx", "ort-cpu", "ok")
     ]
-    table = kernel_profile.markdown(Path("m.tflite"), rows, 2, 10, 2.0, 1)
-    assert table.startswith("m.tflite: 10 batch-1 calls in 2.0 s (200.000 ms a call), 1 s of")
-    assert "| 57.2% | libpywrap_litert_common.so |" in table
-    assert table.splitlines()[-1] == "| 0.6% | | 1 other symbols |"
-
-
-def test_kernel_profile_without_perf_exits_2(run_dir, monkeypatch, capsys):
-    monkeypatch.setattr(kernel_profile.shutil, "which", lambda name: None)
-    file = run_dir / "export" / "model_int8.tflite"
-    assert kernel_profile.main([str(file), "--seconds", "1"]) == 2
-    captured = capsys.readouterr()
-    assert captured.out == "" and captured.err.count("\n") == 1 and "perf not found" in captured.err
-
-
-def test_kernel_profile_perf_that_cannot_sample_exits_2(run_dir, tmp_path, monkeypatch, capsys):
-    fake = tmp_path / "perf"
-    fake.write_text("#!/bin/sh\necho 'Error: no access to perf_event_open' >&2\nexit 255\n")
-    fake.chmod(0o755)
-    monkeypatch.setattr(kernel_profile.shutil, "which", lambda name: str(fake))
-    file = run_dir / "export" / "model_int8.tflite"
-    assert kernel_profile.main([str(file), "--seconds", "1"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no access to perf_event_open" in err
-
-
-def _perf_usable() -> bool:
-    try:
-        kernel_profile.perf_binary()
-    except kernel_profile.UsageError:  # no perf, or no permission to sample
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _perf_usable(), reason="perf is not installed or cannot sample here")
-def test_kernel_profile_samples_xnnpack_kernels(run_dir, capsys):
-    file = run_dir / "export" / "model_int8.tflite"
-    assert kernel_profile.main([str(file), "--seconds", "1", "--threads", "1", "--top", "5"]) == 0
-    rows, calls, seconds = kernel_profile.profile(file, None, 1, 1, kernel_profile.perf_binary())
-    assert (
-        calls > 0 and seconds >= 1.0 and 0.95 < sum(r.share for r in rows) < 1.05
-    )  # rows are rounded
-    assert any(r.symbol.startswith("xnn_") for r in rows)  # XNNPACK ran the calls
-    assert "| share | library | symbol |" in capsys.readouterr().out
-
-
-# -- studies.product_threads: one product per runtime and precision, 1 and 2 threads --
-
-
-def test_product_threads_int8_onnx_product_is_the_default_recipes(tmp_path):
-    """ONNX Runtime's int8 product is the fp32 MatMul quantized as `onnx-int8` is: int8 weights,
-    activations quantized per call (standard ops), and it computes that matmul."""
-    import onnx
-    from onnx import numpy_helper
-
-    small = dataclasses.replace(product_threads.KERNELS["ort-cpu", "int8"], shape=(4, 32, 16))
-    path = roofline.kernel_file(small, tmp_path)
-    graph = onnx.load(str(path)).graph
-    assert {n.op_type for n in graph.node} >= {"DynamicQuantizeLinear", "MatMulInteger"}
-    assert all(n.domain in ("", "ai.onnx") for n in graph.node)  # builtin ops only
-    fp32 = roofline.onnx_matmul(False, small.shape)
-    w = numpy_helper.to_array(fp32.graph.initializer[0]).astype(np.float64)
-    a = np.random.default_rng(1).integers(0, 256, (4, 32)).astype(np.float32)
-    want = a @ w
-    got = open_artifact(path, "ort-cpu").run(a)
-    np.testing.assert_allclose(got, want, atol=0.03 * np.abs(want).max())
-
-
-def test_product_threads_times_each_product_at_each_thread_count(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    out = tmp_path / "report.json"
-    argv = ["--shapes", "4x32x16", "--threads", "1,2", "--runtimes", "ort-cpu", "--runs", "5"]
-    assert product_threads.main([*argv, "--json", str(out)]) == 0
-    report = json.loads(out.read_text())
-    assert [(r["runtime"], r["precision"]) for r in report["rows"]] == [
-        ("ort-cpu", "fp32"),
-        ("ort-cpu", "int8"),
-    ]
-    for row in report["rows"]:
-        assert row["shape"] == [4, 32, 16] and set(row["us"]) == {"1", "2"}
-        assert all(us > 0 for us in row["us"].values())
-    table = capsys.readouterr().out
-    assert "| 4x32x16 | ort-cpu | int8 |" in table and "2 threads vs 1" in table
-    assert report["machine"]["cpu"] and report["command"].endswith("--json " + str(out))
-
-
-def test_product_threads_bad_input_exits_2(tmp_path, capsys):
-    folder = tmp_path / "taken"
-    folder.mkdir()
-    cases = {
-        "two dimensions": (["--shapes", "4x8"], "ROWSxDEPTHxCOLUMNS"),
-        "zero rows": (["--shapes", "0x8x8"], "ROWSxDEPTHxCOLUMNS"),
-        "zero threads": (["--threads", "1,0"], "--threads"),
-        "unknown runtime": (["--runtimes", "litert,tpu"], "--runtimes"),
-        "json is a folder": (["--json", str(folder)], "--json"),
-    }
-    for argv, words in cases.values():
-        assert product_threads.main(argv) == 2
-        err = capsys.readouterr().err.strip()
-        assert words in err and len(err.splitlines()) == 1
-    assert list(folder.iterdir()) == []
+    assert result["rows"][0]["top1"] is None and result["kind"] == "export folder"
+    assert not [p for p in run.iterdir() if p.name.startswith("bench")]

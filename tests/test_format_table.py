@@ -6,7 +6,6 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from bench import roofline
@@ -21,11 +20,10 @@ from toolkit.formats import (
     SEARCH_OPTIONS,
 )
 from toolkit.runtimes import RUNTIMES
+from verify.artifacts import artifact_cells
 from verify.attribution import int8_formats
 from verify.cells import ERROR
-from verify.modellevel import _model_cell
-from verify.modelrules import RULES, format_rules, rule_for
-from verify.tolerance import DEFAULT_TOLERANCES
+from verify.rules import LAYER_RULES, MODEL_RULES, format_rules, rule_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,7 +35,7 @@ def test_every_row_holds_every_fact(name):
     assert Path(f.filename).suffix in RUNTIMES[f.runtime].suffixes  # the runtime opens the file
     assert f.runtime in INSPECTORS  # export validates it in that runtime
     assert f.precision in PRECISIONS
-    assert f.rule in RULES  # toolkit verify judges it
+    assert f.rule in MODEL_RULES and f.rule in LAYER_RULES  # toolkit verify judges it
     assert f.roofline in ROOFLINE_PRECISIONS
     assert (f.runtime, f.roofline) in roofline.KERNELS  # toolkit bench has its peak
     assert callable(CONVERTERS[name].convert)  # export writes it
@@ -60,8 +58,9 @@ def test_the_converter_table_names_exactly_the_formats():
 def test_verify_bench_and_attribution_read_the_rows(monkeypatch):
     row = replace(FORMATS["tflite-int8"], name="tflite-x", rule="fp16", roofline="fp32")
     monkeypatch.setitem(FORMATS, "tflite-x", replace(row, int8_attribution=False))
-    assert rule_for("tflite-x") is RULES["fp16"]
-    assert format_rules()["tflite-x"] is RULES["fp16"]
+    assert rule_for("tflite-x") is MODEL_RULES["fp16"]
+    assert format_rules()["tflite-x"] is MODEL_RULES["fp16"]
+    assert rule_for("tflite-x", LAYER_RULES) is LAYER_RULES["fp16"]
     assert roofline.precision_of("tflite-x") == "fp32"
     assert "tflite-x" not in int8_formats()
     monkeypatch.setitem(FORMATS, "tflite-x", replace(row, roofline="int8", int8_attribution=True))
@@ -70,16 +69,19 @@ def test_verify_bench_and_attribution_read_the_rows(monkeypatch):
     assert roofline.precision_of("keras") == "fp32" and roofline.precision_of("nope") is None
 
 
-def test_a_format_without_a_rule_is_an_error_never_a_pass(tmp_path):
+@pytest.mark.parametrize(("level", "rules"), [("model", MODEL_RULES), ("layers", LAYER_RULES)])
+def test_a_format_without_a_rule_is_an_error_never_a_pass(tmp_path, level, rules):
     with pytest.raises(UsageError, match="no rule"):
-        rule_for("tflite-int4")
+        rule_for("tflite-int4", rules)
     path = tmp_path / "model_int4.tflite"
     path.write_bytes(b"unused: the rule is looked up first")
-    logits = np.eye(3, dtype=np.float32)
-    cell = _model_cell(
-        "tflite-int4", path, "litert", logits, np.arange(3), logits, DEFAULT_TOLERANCES
-    )
-    assert cell["status"] == ERROR and "no rule" in cell["reason"]
+    manifest = {"artifacts": {"tflite-int4": {"file": path.name}}}
+
+    def measure(target):
+        raise AssertionError(f"measured {target.fmt} without a rule")
+
+    (cell,) = artifact_cells(level, tmp_path, manifest, ["tflite-int4"], ["litert"], rules, measure)
+    assert cell["status"] == ERROR and "no rule" in cell["reason"] and cell["level"] == level
 
 
 # quoted format names allowed outside the two format tables, and why

@@ -10,25 +10,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+from blockers import blocker_code
+
 # Makes TensorFlow and tf2onnx look uninstalled: `import` raises ModuleNotFoundError and
 # importlib.util.find_spec returns None, as on a JAX-only or runtime-only install.
-NO_TENSORFLOW = textwrap.dedent(
-    """
-    import sys
-
-    BLOCKED = ("tensorflow", "tf2onnx")
-
-    class Blocker:
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in BLOCKED:
-                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-            return None
-
-    for name in BLOCKED:
-        sys.modules[name] = None
-    sys.meta_path.insert(0, Blocker())
-    """
-)
+NO_TENSORFLOW = blocker_code(("tensorflow", "tf2onnx"))
 
 
 def _without_tensorflow(code: str, tmp_path) -> subprocess.CompletedProcess:
@@ -41,7 +27,7 @@ def _without_tensorflow(code: str, tmp_path) -> subprocess.CompletedProcess:
 
 
 def test_parser_builds_without_tensorflow(tmp_path):
-    """`toolkit --help` and the help of train/eval/predict/presets import no TensorFlow."""
+    """`toolkit --help` and the help of train/eval/predict/bench/presets import no TensorFlow."""
     proc = _without_tensorflow(
         """
         import contextlib, io, json, sys
@@ -49,7 +35,7 @@ def test_parser_builds_without_tensorflow(tmp_path):
 
         helps = {}
         for argv in (["--help"], ["train", "--help"], ["eval", "--help"],
-                     ["predict", "--help"], ["presets", "--help"]):
+                     ["predict", "--help"], ["bench", "--help"], ["presets", "--help"]):
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
                 try:
@@ -72,16 +58,18 @@ def test_parser_builds_without_tensorflow(tmp_path):
     assert "--data" in helps["eval --help"]
     assert "--classes" in helps["presets --help"]
     assert "usage: toolkit predict" in helps["predict --help"]
+    assert "--interleaved" in helps["bench --help"]  # an export folder is benched without it
 
 
 def test_converter_commands_say_tensorflow_is_missing(tmp_path):
-    """export, verify, bench and demo without TensorFlow: one line naming it, exit 2."""
+    """export, verify and demo without TensorFlow: one line naming it, exit 2 (bench needs it
+    for no export folder: tests/test_bench.py benches one without TensorFlow, Keras or JAX)."""
     proc = _without_tensorflow(
         """
         import json
         from cli.main import main
 
-        codes = {name: main([name, "some-run"]) for name in ("export", "verify", "bench")}
+        codes = {name: main([name, "some-run"]) for name in ("export", "verify")}
         codes["export --help"] = main(["export", "--help"])
         codes["demo"] = main(["demo"])
         print(json.dumps(codes))

@@ -2,20 +2,42 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import pytest
 
 from bench.plot import figure, plot
 
-RESULT = Path(__file__).resolve().parents[1] / "bench" / "results" / "bench_shiftvit-seed.json"
+# (format, runtime, p50 ms, top-1, size in bytes) of a bench.json's batch-1 rows
+ROWS = [
+    ("keras", "keras", 31.0, 0.482, 46_900_000),
+    ("onnx", "ort-cpu", 4.1, 0.482, 46_800_000),
+    ("onnx-int8", "ort-cpu", 2.7, 0.480, 12_100_000),
+    ("tflite", "litert", 3.6, 0.482, 46_800_000),
+    ("tflite-fp16", "litert", 3.5, 0.482, 23_500_000),
+    ("tflite-dynamic", "litert", 2.1, 0.479, 12_000_000),
+    ("tflite-int8", "litert", 1.4, 0.476, 11_800_000),
+]
 
 
 @pytest.fixture
 def result() -> dict:
-    return json.loads(RESULT.read_text())
+    """A bench.json as `toolkit bench --batch 1,32` writes it (the plot reads batch 1), with a
+    failed row and a batch-32 row that must not be plotted."""
+    rows = [
+        {
+            "format": f,
+            "runtime": r,
+            "batch": 1,
+            "status": "ok",
+            "p50_ms": ms,
+            "top1": top1,
+            "size_bytes": size,
+        }
+        for f, r, ms, top1, size in ROWS
+    ]
+    rows.append({"format": "onnx", "runtime": "ort-cuda", "batch": 1, "status": "unavailable"})
+    rows.append({**rows[1], "batch": 32, "p50_ms": 60.0})
+    return {"model": "shiftvit", "preset": "seed", "protocol": {"batches": [1, 32]}, "rows": rows}
 
 
 def test_every_point_is_in_the_legend_and_no_text_sits_beside_the_points(result):

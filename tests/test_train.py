@@ -21,6 +21,7 @@ from toolkit.runfolder import CONFIG_FILE, HISTORY_FILE, LABELS_FILE, METRICS_FI
 from toolkit.training import train as train_module
 from toolkit.training.train import TrainOptions, train
 
+pytestmark = pytest.mark.slow  # every test here trains
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10_train_sample.npz"
 RUN_FILES = (MODEL_FILE, CONFIG_FILE, HISTORY_FILE, METRICS_FILE, LABELS_FILE)
 

@@ -17,11 +17,13 @@ from wrong_ops import CropPadShift, UnmaskedLSA
 import verify.oplevel as oplevel
 from cli.main import main
 from export import export_run
+from toolkit.argtypes import OneLineParser
 from toolkit.runfolder import VERIFY_FILE
 from toolkit.runtimes import RUNTIMES
 from toolkit.training.train import TrainOptions, train
 from verify import OP_CASES, Tolerances, verify_ops
 from verify.cells import FAIL, NOT_APPLICABLE, PASS, UNAVAILABLE
+from verify.command import add_arguments
 from verify.metrics import compare
 from verify.opexport import PRECISIONS
 
@@ -212,7 +214,7 @@ def test_tolerance_exceeded_exits_1(runs, tmp_path, capsys):
         "spt",
         "--shapes",
         "quick",
-        "--runtimes",
+        "--runtime",
         "litert",
         "--atol-fp32",
         "1e-12",
@@ -232,7 +234,8 @@ def test_tolerance_exceeded_exits_1(runs, tmp_path, capsys):
     "argv, message",
     [
         (["{missing}"], "does not exist"),
-        (["{run}", "--runtimes", "ort-gpu"], "did you mean 'ort-cpu'"),
+        (["{run}", "--runtime", "ort-gpu"], "did you mean 'ort-cpu'"),
+        (["{run}", "--runtimes", "litert,ort-gpu"], "unknown runtime 'ort-gpu'"),  # old spelling
         (["{run}", "--ops", "lsa,shfit", "--ops-only"], "did you mean 'shift'"),
         (["{bare}"], "toolkit export"),
         (["{run}", "--samples", "0"], "--samples"),
@@ -251,6 +254,16 @@ def test_bad_input_exits_2(runs, tmp_path, capsys, argv, message):
     assert verify_main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_old_option_spellings_are_aliases():
+    """--runtimes and --formats (before the canonical --runtime and --format) still parse."""
+    parser = OneLineParser(prog="toolkit verify")
+    add_arguments(parser)
+    old = parser.parse_args(["RUN", "--runtimes", "litert,ort-cpu", "--formats", "onnx"])
+    new = parser.parse_args(["RUN", "--runtime", "litert,ort-cpu", "--format", "onnx"])
+    assert vars(old) == vars(new)
+    assert (new.runtime, new.format, new.ops) == ("litert,ort-cpu", "onnx", "all")
 
 
 # -- metrics --

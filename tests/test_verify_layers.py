@@ -40,10 +40,10 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def verified(runs) -> dict[str, tuple[int, dict]]:
-    """`toolkit verify RUN --layers --runtimes litert,ort-cpu`: exit code and verify.json."""
+    """`toolkit verify RUN --layers --runtime litert,ort-cpu`: exit code and verify.json."""
     out = {}
     for model, run_dir in runs.items():
-        code = main(["verify", str(run_dir), "--layers", "--runtimes", "litert,ort-cpu"])
+        code = main(["verify", str(run_dir), "--layers", "--runtime", "litert,ort-cpu"])
         out[model] = (code, json.loads((run_dir / VERIFY_FILE).read_text()))
     return out
 
@@ -204,9 +204,9 @@ def test_keras_io_no_op_shift_is_the_first_divergence(runs, tmp_path):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--formats", "onnx"], "--formats applies to the layer level"),
-        (["--layers", "--formats", "tflite-fp16"], "not exported in this run"),
-        (["--layers", "--formats", "tflit"], "did you mean 'tflite'"),
+        (["--format", "onnx"], "--format applies to the layer level"),
+        (["--layers", "--formats", "tflite-fp16"], "not exported in this run"),  # old spelling
+        (["--layers", "--format", "tflit"], "did you mean 'tflite'"),
         (["--layers", "--models-only"], "not allowed with argument"),
         (["--layers", "--samples", "0"], "--samples must be a positive integer"),
     ],
@@ -274,7 +274,7 @@ def test_a_norm_folded_into_the_next_dense_belongs_to_that_dense():
 def test_model_level_verify_replaces_the_parity_record(runs, tmp_path):
     """A later plain verify leaves its own record: the logits figures, the file's sha256."""
     run_dir = runs["shiftvit"]
-    argv = ["--models-only", "--runtimes", "litert", "--samples", "8"]
+    argv = ["--models-only", "--runtime", "litert", "--samples", "8"]
     code = main(["verify", str(run_dir), "--json", str(tmp_path / "r.json"), *argv])
     report = json.loads((tmp_path / "r.json").read_text())
     manifest = json.loads((run_dir / EXPORT_DIR / MANIFEST_FILE).read_text())

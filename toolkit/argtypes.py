@@ -1,11 +1,16 @@
-"""argparse pieces shared by the command lines (`toolkit`, the bench studies)."""
+"""argparse pieces shared by the command lines (`toolkit`, the studies): the one-line parser,
+number types, and the one comma-list parser."""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
+from collections.abc import Iterable
 
 from toolkit.errors import UsageError
+
+ALL = "all"  # in a comma list of names: every known one
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -52,7 +57,7 @@ def positive_ints(spec: str, option: str, example: str) -> list[int]:
     """`1,32` -> [1, 32] in the given order; anything but positive integers is a UsageError
     naming `option` and an `example`."""
     try:
-        values = [int(s) for s in spec.split(",")]
+        values = [int(s) for s in comma_items(spec)]
     except ValueError:
         values = []
     if not values or min(values) < 1:
@@ -60,3 +65,30 @@ def positive_ints(spec: str, option: str, example: str) -> list[int]:
             f"{option} {spec!r} is not a comma list of positive integers, e.g. {example}"
         )
     return values
+
+
+def comma_items(spec: str | Iterable[str]) -> list[str]:
+    """`a, b,,c` (or a list) -> ['a', 'b', 'c']: the one way a comma list is split."""
+    items = spec.split(",") if isinstance(spec, str) else [str(i) for i in spec]
+    return [i.strip() for i in items if i.strip()]
+
+
+def choose_names(
+    spec: str | Iterable[str], known: Iterable[str], option: str, keep_order: bool = False
+) -> list[str]:
+    """Names from `known` picked by a comma list (`all` for every one), duplicates dropped: in
+    `known`'s order, or as given with `keep_order`. An unknown name or an empty list is a
+    UsageError naming `option`, with a did-you-mean and the choices."""
+    known = list(known)
+    choices = f"choose from {', '.join(known)}, or {ALL}"
+    picked: list[str] = []
+    for item in comma_items(spec):
+        name = item if item in known else item.lower()  # `TFLite`, `ALL` read as written
+        if name != ALL and name not in known:
+            close = difflib.get_close_matches(name, [*known, ALL], n=2, cutoff=0.5)
+            hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+            raise UsageError(f"unknown {option} '{item}': {hint}{choices}")
+        picked += [n for n in (known if name == ALL else [name]) if n not in picked]
+    if not picked:
+        raise UsageError(f"{option} is empty: {choices}")
+    return picked if keep_order else [n for n in known if n in picked]

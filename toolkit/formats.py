@@ -1,7 +1,7 @@
 """The format registry: one row per `--format` name holding the facts every stage reads.
 
 A row says which file and runtime the artifact has, what precision it computes in, which
-options it takes, how `toolkit verify` judges it (a rule name of verify/modelrules.py), which
+options it takes, how `toolkit verify` judges it (a rule name of verify/rules.py), which
 roofline peak `toolkit bench` holds it against, whether the int8 attribution applies, and how
 the README describes it. How it is converted (the converter, its named recipe and settings,
 its `--max-accuracy-drop` search space) is export's: one row per name in
@@ -11,13 +11,12 @@ them on a device without TensorFlow.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from toolkit.argtypes import choose_names
 from toolkit.errors import UsageError
 
-ALL = "all"
 PRECISIONS = ("fp32", "fp16", "int8")  # what an artifact computes in
 ROOFLINE_PRECISIONS = ("fp32", "int8")  # the peaks bench/roofline.py measures per runtime
 # option name (export_run keyword) -> command-line flag
@@ -41,7 +40,7 @@ class Format:
     runtime: str  # ort-cpu or litert: the runtime that loads and validates the artifact
     precision: str  # one of PRECISIONS: the numbers the artifact computes in
     options: tuple[str, ...]
-    rule: str  # `toolkit verify`'s model-level rule: a key of verify/modelrules.RULES
+    rule: str  # `toolkit verify`'s rule: a key of verify/rules.MODEL_RULES and LAYER_RULES
     roofline: str  # one of ROOFLINE_PRECISIONS: the peak `toolkit bench` holds it against
     description: str
     int8_attribution: bool = False  # `toolkit verify` runs the TFLite int8 debugger for it
@@ -128,23 +127,9 @@ FORMATS: dict[str, Format] = {
 
 
 def parse_formats(spec: str | Iterable[str]) -> list[str]:
-    """`onnx,tflite`, `all` or a list of names -> registered names in order, duplicates dropped."""
-    items = spec.split(",") if isinstance(spec, str) else list(spec)
-    names: list[str] = []
-    for item in (str(i).strip().lower() for i in items):
-        chosen = list(FORMATS) if item == ALL else [item]
-        if item not in FORMATS and item != ALL:
-            raise UsageError(_unknown(item))
-        names.extend(n for n in chosen if n not in names)
-    if not names:
-        raise UsageError(f"--format is empty: choose from {', '.join(FORMATS)}, or {ALL}")
-    return names
-
-
-def _unknown(name: str) -> str:
-    close = difflib.get_close_matches(name, [*FORMATS, ALL], n=2, cutoff=0.5)
-    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
-    return f"unknown format '{name}': {hint}choose from {', '.join(FORMATS)}, or {ALL}"
+    """`onnx,tflite`, `all` or a list of names -> registered names in the order given,
+    duplicates dropped; a UsageError with a did-you-mean otherwise."""
+    return choose_names(spec, FORMATS, "format", keep_order=True)
 
 
 def check_options(names: list[str], given: dict[str, object]) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from toolkit import atomic
+from toolkit.errors import UsageError
 from toolkit.runfolder import MANIFEST_FILE
 
 
@@ -32,6 +33,21 @@ def read_manifest(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def load_manifest(path: Path, how: str) -> dict:
+    """An existing model.json that lists artifacts, for a stage that uses them; unreadable or
+    listing none is a UsageError ending in `how` (the way out)."""
+    try:
+        manifest = json.loads(Path(path).read_text())
+        artifacts = manifest["artifacts"]
+        if not isinstance(artifacts, dict):
+            raise TypeError(f"artifacts is a {type(artifacts).__name__}, not an object")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{path} is unreadable ({exc!r}): {how}") from exc
+    if not artifacts:
+        raise UsageError(f"{path} lists no artifacts: {how}")
+    return manifest
 
 
 def edit_manifest(folder: Path, change: Callable[[dict], dict | None]) -> dict:

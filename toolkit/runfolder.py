@@ -32,6 +32,8 @@ VERIFY_FILE = "verify.json"
 VERIFY_LAYERS_PLOT = "verify_layers.png"
 BENCH_FILES = ("bench.json", "bench.md", "bench.png")
 BENCH_TOP1_FILE = "bench_top1.json"  # each file's top-1 by data spec and sha256: a cache
+# `toolkit bench --interleaved`: every CPU file timed side by side in one process
+BENCH_INTERLEAVED_FILES = ("bench_interleaved.json", "bench_interleaved.md")
 # config.json keys `toolkit train` writes that every later stage relies on: (path, what it is)
 REQUIRED_CONFIG = (
     (("options", "model"), "the model name"),
@@ -79,16 +81,9 @@ class Run:
         how = f"run `toolkit export {self.path} --format all` first"
         if not path.is_file():
             raise UsageError(f"{self.path} has no exported models ({path} not found): {how}")
-        try:
-            manifest = json.loads(path.read_text())
-            artifacts = manifest["artifacts"]
-            if not isinstance(artifacts, dict):
-                raise TypeError(f"artifacts is a {type(artifacts).__name__}, not an object")
-        except (ValueError, KeyError, TypeError) as exc:
-            raise UsageError(f"{path} is unreadable ({exc!r}): {how}") from exc
-        if not artifacts:
-            raise UsageError(f"{path} lists no artifacts: {how}")
-        return manifest
+        from toolkit.manifest import load_manifest
+
+        return load_manifest(path, how)
 
 
 @contextmanager

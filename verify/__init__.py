@@ -8,7 +8,7 @@ reference; `verify_models` checks each exported artifact against the run's Keras
 from verify.cases import OP_CASES, OpCase
 from verify.modellevel import verify_models
 from verify.oplevel import verify_ops
+from verify.rules import Tolerances
 from verify.suite import verify_run
-from verify.tolerance import Tolerances
 
 __all__ = ["OP_CASES", "OpCase", "Tolerances", "verify_models", "verify_ops", "verify_run"]

@@ -26,6 +26,7 @@ from toolkit.ops import (
 )
 from verify import reference as ref
 from verify.layers import ShiftedPatches
+from verify.rules import OP_RULES, Rule
 
 Params = Mapping[str, object]
 LayerClass = Callable[..., keras.layers.Layer]
@@ -39,14 +40,18 @@ class OpCase:
 
     name: str
     description: str
-    fp32_rule: str  # key of tolerance.FP32_RULES
-    int8_rule: str  # key of tolerance.INT8_RULES
+    fp32_rule: str  # key of rules.OP_RULES: its float32 cells' rule
+    int8_rule: str  # key of rules.OP_RULES: its int8 cells' rule
     input_shape: Callable[[Params], tuple[int, ...]]
     build: Callable[[Params, LayerClass | None], keras.Layer | Callable]  # params, override
     reference: Callable[[keras.Model, Params, np.ndarray], np.ndarray]
     label: Callable[[Params], str]
     shapes: Mapping[str, tuple[Params, ...]]
     default_layer: LayerClass | None = None  # what an override replaces; None: not overridable
+
+    def rule(self, precision: str) -> Rule:
+        """The rule its cells of `precision` (fp32 or int8) are judged by."""
+        return OP_RULES[{"fp32": self.fp32_rule, "int8": self.int8_rule}[precision]]
 
 
 def case_model(case: OpCase, params: Params, override: LayerClass | None, seed: int) -> keras.Model:

@@ -11,7 +11,7 @@ from toolkit.errors import first_line
 from toolkit.runtimes import RUNTIMES, RuntimeUnavailable, Session, open_artifact
 from verify.metrics import compare
 from verify.quantscale import output_scale
-from verify.tolerance import Tolerances, judge
+from verify.rules import Rule, Tolerances, judge
 
 PASS, FAIL, UNAVAILABLE, NOT_APPLICABLE, ERROR = "pass", "fail", "unavailable", "n/a", "error"
 FAILING = (FAIL, ERROR)
@@ -53,10 +53,10 @@ def run_cell(
     path: Path | str,
     x: np.ndarray,
     expected: np.ndarray,
-    rules: tuple[str, str],
+    rule: Rule,
     tolerances: Tolerances,
 ) -> dict:
-    """Run `path` on `x` in `runtime`, compare with `expected`, judge with (fp32, int8) rules."""
+    """Run `path` on `x` in `runtime`, compare with `expected`, judge with the op's `rule`."""
     if isinstance(path, str):  # the conversion failed
         return cell(base, runtime, precision, artifact, ERROR, reason=path)
     try:
@@ -72,18 +72,23 @@ def run_cell(
     scale = metrics["output_scale"]
     if scale and metrics["max_abs"] is not None:
         metrics["min_steps"] = metrics["max_abs"] / scale
-    why, tolerance = judge(precision, *rules, metrics, tolerances)
+    status, reason = verdict(judge(rule, metrics, tolerances))
     return cell(
         base,
         runtime,
         precision,
         artifact,
-        PASS if why is None else FAIL,
-        reason=why,
+        status,
+        reason=reason,
         providers=list(session.providers),
         metrics=metrics,
-        tolerance=tolerance,
+        tolerance=rule.describe(tolerances, metrics),
     )
+
+
+def verdict(failed: list[str]) -> tuple[str, str | None]:
+    """(status, reason) of a cell or boundary from the checks `judge` found failed."""
+    return (FAIL, "; ".join(failed)) if failed else (PASS, None)
 
 
 def summarize(cells: list[dict]) -> dict:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from toolkit import atomic
-from toolkit.argtypes import finite_float
+from toolkit.argtypes import ALL, finite_float
 from toolkit.errors import UsageError
 from toolkit.runfolder import EXPORT_DIR, MANIFEST_FILE, VERIFY_FILE, VERIFY_LAYERS_PLOT
 from toolkit.runtimes import RUNTIMES
@@ -23,15 +23,18 @@ from verify.report import (
     op_table,
     unavailable_reasons,
 )
+from verify.rules import ATOL_FP32, INT8_STEPS, Tolerances
 from verify.suite import ATTRIBUTION_SAMPLES, verify_run
-from verify.tolerance import ATOL_FP32, INT8_STEPS, Tolerances
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of `toolkit verify`."""
     p.add_argument("run", type=Path, metavar="RUN", help="run folder (exported for models)")
     p.add_argument(
+        "--runtime",
         "--runtimes",
+        dest="runtime",
+        default=ALL,
         metavar="R[,R...]",
         help=f"runtimes to check (default all: {','.join(RUNTIMES)})",
     )
@@ -44,7 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         f"{LAYER_SAMPLES}",
     )
     p.add_argument(
+        "--format",
         "--formats",
+        dest="format",
         metavar="F[,F...]",
         help="with --layers: exported formats to check (default: every one in model.json)",
     )
@@ -71,7 +76,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="op shapes: full (seed presets' and odd ones, default) or quick (small odd ones)",
     )
     p.add_argument(
-        "--ops", metavar="OP[,OP...]", help=f"ops to check (default all: {','.join(OP_CASES)})"
+        "--ops",
+        default=ALL,
+        metavar="OP[,OP...]",
+        help=f"ops to check (default all: {','.join(OP_CASES)})",
     )
     p.add_argument(
         "--json", type=Path, metavar="FILE", help=f"report file (default RUN/{VERIFY_FILE})"
@@ -85,10 +93,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="layer level only: each artifact's tensors at every block boundary vs Keras, the "
         f"first that leaves its tolerance, and {VERIFY_LAYERS_PLOT} beside the report",
     )
-
-
-def _split(text: str | None) -> list[str] | None:
-    return None if text is None else text.split(",")
 
 
 def _tolerances(args: argparse.Namespace) -> Tolerances:
@@ -122,8 +126,8 @@ def run(args: argparse.Namespace) -> int:
     """Verify, print the tables, write the JSON report (and the layer plot), record parity in
     model.json; 1 when a tolerance is exceeded."""
     tolerances = _tolerances(args)
-    if args.formats is not None and not args.layers:
-        raise UsageError("--formats applies to the layer level: add --layers, or drop --formats")
+    if args.format is not None and not args.layers:
+        raise UsageError("--format applies to the layer level: add --layers, or drop --format")
     level = "ops" if args.ops_only else "models" if args.models_only else "all"
     record = False
     if args.run.is_dir():
@@ -137,8 +141,8 @@ def run(args: argparse.Namespace) -> int:
     if args.layers:
         report = verify_layers_run(
             args.run,
-            formats=_split(args.formats),
-            runtimes=_split(args.runtimes),
+            formats=args.format,
+            runtimes=args.runtime,
             samples=args.samples,
             tolerances=tolerances,
         )
@@ -146,11 +150,11 @@ def run(args: argparse.Namespace) -> int:
         report = verify_run(
             args.run,
             level=level,
-            runtimes=_split(args.runtimes),
+            runtimes=args.runtime,
             samples=args.samples,
             tolerances=tolerances,
             shapes=args.shapes,
-            ops=_split(args.ops),
+            ops=args.ops,
         )
     path = _json_path(args)
     if "layers" in report and plot_layers(

@@ -1,25 +1,26 @@
 """Layer level (`toolkit verify RUN --layers`): every artifact's tensors at every block boundary
 against the Keras model's on the same real test images, in every runtime that opens it, and the
-first boundary where it leaves its precision's tolerance (verify/layerrules.py).
+first boundary where it leaves its precision's tolerance (rules.LAYER_RULES).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import keras
 import numpy as np
 
-from toolkit.errors import UsageError, first_line
+from toolkit.argtypes import ALL, choose_names
+from toolkit.errors import UsageError
 from toolkit.formats import FORMATS, parse_formats
 from toolkit.manifest import sha256
-from toolkit.progress import progress
-from toolkit.runfolder import MODEL_FILE, Run, open_run
-from toolkit.runtimes import RUNTIMES
+from toolkit.runfolder import Run, open_run
+from toolkit.runtimes import RUNTIMES, run_in_chunks
 from toolkit.versions import versions
+from verify.artifacts import Target, artifact_cells, level_report
 from verify.boundaries import (
     Boundary,
     Graph,
@@ -31,16 +32,13 @@ from verify.boundaries import (
 )
 from verify.capture_litert import LiteRTCapture
 from verify.capture_ort import OrtCapture
-from verify.cells import ERROR, FAIL, PASS, UNAVAILABLE, cell, open_session, summarize
+from verify.cells import FAIL, PASS, open_session, verdict
 from verify.layermetrics import compare_tensor
-from verify.layerrules import describe, judge_boundary, layer_rule
-from verify.layerrules import rationale as layer_rationale
 from verify.modellevel import test_images
-from verify.modelrules import rule_for
-from verify.oplevel import check_runtimes
 from verify.parity import runtime_version
 from verify.quiet import quiet_tensorflow
-from verify.tolerance import DEFAULT_TOLERANCES, Tolerances
+from verify.rules import DEFAULT_TOLERANCES, LAYER_RULES, Tolerances, judge, rule_for
+from verify.suite import conclude, report_head
 
 LAYER_SAMPLES = 64  # default test images: enough for stable SQNR, seconds per artifact
 CHUNK = 32  # images per Keras and ORT call: bounds activation memory (LiteRT: its own batch)
@@ -53,17 +51,17 @@ CAPTURES: dict[str, Callable] = {
 }
 
 
-def check_formats(formats: Iterable[str] | None, manifest: dict) -> list[str]:
-    """Exported format names to check, in model.json order; UsageError for an unknown name or
-    one the run has not exported."""
+def check_formats(formats: str | Iterable[str] | None, manifest: dict) -> list[str]:
+    """Exported format names to check (None: every one), in model.json order; UsageError for an
+    unknown name or one the run has not exported."""
     exported = list(manifest["artifacts"])
     if formats is None:
         return exported
-    chosen = parse_formats(list(formats))
+    chosen = parse_formats(formats)
     absent = [f for f in chosen if f not in exported]
     if absent:
         raise UsageError(
-            f"--formats {','.join(absent)}: not exported in this run (it has "
+            f"--format {','.join(absent)}: not exported in this run (it has "
             f"{', '.join(exported)}); export it with `toolkit export RUN --format "
             f"{','.join(absent)}` or leave it out"
         )
@@ -72,36 +70,23 @@ def check_formats(formats: Iterable[str] | None, manifest: dict) -> list[str]:
 
 def verify_layers_run(
     run_dir: str | Path,
-    formats: Iterable[str] | None = None,
-    runtimes: Iterable[str] | None = None,
+    formats: str | Iterable[str] | None = None,
+    runtimes: str | Iterable[str] = ALL,
     samples: int | None = None,
     tolerances: Tolerances = DEFAULT_TOLERANCES,
 ) -> dict:
     """The report of `toolkit verify RUN --layers`; bad input is a UsageError before any work."""
     run = open_run(run_dir)
-    chosen = check_runtimes(runtimes)
+    chosen = choose_names(runtimes, RUNTIMES, "runtime")
     names = check_formats(formats, run.manifest())
     model = run.load_model()
     samples = LAYER_SAMPLES if samples is None else samples
     data = test_images(run, samples)  # --samples < 1 is a UsageError there
-    report: dict = {
-        "tool": "toolkit verify",
-        "run": str(run.path),
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "versions": versions(),
-        "options": {
-            "level": "layers",
-            "runtimes": chosen,
-            "formats": names,
-            "samples": samples,
-        },
-        "tolerances": {**tolerances.to_dict(), "layer_rules": layer_rationale()},
-    }
+    options = {"level": "layers", "runtimes": chosen, "formats": names, "samples": samples}
+    report = report_head(run, options, tolerances, "layers")
     with quiet_tensorflow():
         report["layers"] = verify_layers(run, model, names, chosen, tolerances, data)
-    report["failures"] = report["layers"]["summary"]["failures"]
-    report["passed"] = not report["failures"]
-    return report
+    return conclude(report)
 
 
 def verify_layers(
@@ -114,43 +99,28 @@ def verify_layers(
 ) -> dict:
     """Layer-level report: a cell per (artifact, runtime), each with a row per boundary."""
     start = time.perf_counter()
-    images, _, spec = data
+    images = data[0]
     boundaries = model_boundaries(model)
     output = output_boundary(model, boundaries)
     reference = keras_tensors(model, boundaries, images, CHUNK)
+    measure = partial(
+        _layer_cell,
+        model_name=model.name,
+        boundaries=boundaries,
+        output=output,
+        images=images,
+        reference=reference,
+        tolerances=tolerances,
+    )
     folder, manifest = run.export_dir, run.manifest()
-    todo = [
-        (fmt, folder / str(manifest["artifacts"][fmt].get("file", "")), runtime)
-        for fmt in formats
-        for runtime in runtimes
-        if runtime in CAPTURES
-        and Path(str(manifest["artifacts"][fmt].get("file", ""))).suffix
-        in RUNTIMES[runtime].suffixes
+    capturing = [r for r in runtimes if r in CAPTURES]
+    cells = artifact_cells("layers", folder, manifest, formats, capturing, LAYER_RULES, measure)
+    rules = {f: rule_for(f, LAYER_RULES).describe(tolerances) for f in formats if f in FORMATS}
+    rows = [
+        {"layer": b.name, "kind": b.kind, "shape": list(b.shape), "depth": b.depth}
+        for b in boundaries
     ]
-    cells = []
-    for fmt, path, runtime in todo:
-        cells.append(
-            _layer_cell(
-                fmt, path, runtime, model.name, boundaries, output, images, reference, tolerances
-            )
-        )
-        progress("verify layer cells", len(cells), len(todo), f"{fmt} on {runtime} done")
-    return {
-        "export_folder": str(folder),
-        "data": spec,
-        "split": "test",
-        "samples": int(len(images)),
-        "reference": {"runtime": "keras", "file": MODEL_FILE},
-        "runtimes": list(runtimes),
-        "boundaries": [
-            {"layer": b.name, "kind": b.kind, "shape": list(b.shape), "depth": b.depth}
-            for b in boundaries
-        ],
-        "rules": {f: describe(layer_rule(f), tolerances) for f in formats if f in FORMATS},
-        "cells": cells,
-        "summary": summarize(cells),
-        "seconds": round(time.perf_counter() - start, 1),
-    }
+    return level_report(folder, data, {}, runtimes, rules, cells, start, boundaries=rows)
 
 
 def _capture(capture, images: np.ndarray) -> dict[str, np.ndarray]:
@@ -163,9 +133,7 @@ def _capture(capture, images: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _layer_cell(
-    fmt: str,
-    path: Path,
-    runtime: str,
+    target: Target,
     model_name: str,
     boundaries: Sequence[Boundary],
     output: str,
@@ -174,50 +142,31 @@ def _layer_cell(
     tolerances: Tolerances,
 ) -> dict:
     """Capture one artifact's boundary tensors in one runtime and judge each against Keras."""
-    base = {"level": "layers", "format": fmt, "file": path.name}
-    try:
-        rule = rule_for(fmt)
-    except UsageError as exc:  # an artifact without a rule is an error, never a pass
-        return cell(base, runtime, "unknown", fmt, ERROR, reason=str(exc))
-    precision = FORMATS[fmt].precision
-    if not path.is_file():
-        reason = f"{path} is listed in model.json but missing: export it again"
-        return cell(base, runtime, precision, fmt, ERROR, reason=reason)
-    reason = RUNTIMES[runtime].unavailable()
-    if reason is not None:
-        return cell(base, runtime, precision, fmt, UNAVAILABLE, reason=reason)
-    try:
-        digest = sha256(path)
-        capture = CAPTURES[runtime](path, model_name, boundaries, output, runtime)
-        tensors = _capture(capture, images)
-        plain = _plain_logits(path, runtime, images)
-    except Exception as exc:  # noqa: BLE001  (a runtime failure is that cell's error)
-        return cell(base, runtime, precision, fmt, ERROR, reason=first_line(exc))
+    path, runtime, rule = target.path, target.runtime, target.rule
+    digest = sha256(path)
+    capture = CAPTURES[runtime](path, model_name, boundaries, output, runtime)
+    tensors = _capture(capture, images)
+    plain = _plain_logits(path, runtime, images)
     rows = [
         _boundary_row(b, capture.taps.get(b.name), capture.missing.get(b.name), tensors, reference)
         for b in boundaries
     ]
     for row in rows:
         if "metrics" in row:
-            failed = judge_boundary(rule, row["metrics"], tolerances)
-            row["status"] = FAIL if failed else PASS
-            if failed:
-                row["reason"] = "; ".join(failed)
+            row["status"], reason = verdict(judge(rule, row["metrics"], tolerances))
+            if reason is not None:
+                row["reason"] = reason
     divergence = _first_divergence(rows, capture.graph, capture.taps)
     extra: dict = {}
     if output in tensors and isinstance(plain, np.ndarray):
         extra["instrumented_vs_plain_max_abs"] = float(np.max(np.abs(tensors[output] - plain)))
-    return cell(
-        base,
-        runtime,
-        precision,
-        fmt,
+    return target.cell(
         FAIL if divergence else PASS,
-        reason=_divergence_reason(divergence),
+        _divergence_reason(divergence),
         providers=list(capture.providers),
         runtime_version=runtime_version(runtime, versions()),
         sha256=digest,
-        tolerance=describe(rule, tolerances),
+        tolerance=rule.describe(tolerances),
         found=sum(1 for r in rows if r["status"] != NOT_FOUND),
         boundaries=rows,
         first_divergence=divergence,
@@ -232,9 +181,7 @@ def _plain_logits(path: Path, runtime: str, images: np.ndarray) -> np.ndarray | 
     session = open_session(path, runtime)
     if isinstance(session, str):
         return session
-    return np.concatenate(
-        [session.run(images[i : i + CHUNK]) for i in range(0, len(images), CHUNK)]
-    )
+    return run_in_chunks(session.run, images, CHUNK)
 
 
 def _boundary_row(

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from pathlib import Path
+from functools import partial
 
 import numpy as np
 
 from toolkit.accuracy import top1
-from toolkit.errors import UsageError, first_line
-from toolkit.formats import FORMATS
-from toolkit.progress import progress
+from toolkit.argtypes import ALL, choose_names
+from toolkit.errors import UsageError
 from toolkit.rundata import load_split
 from toolkit.runfolder import MODEL_FILE, Run
-from toolkit.runtimes import RUNTIMES, run_in_chunks
-from verify.cells import ERROR, FAIL, PASS, UNAVAILABLE, cell, open_session, summarize
+from toolkit.runtimes import RUNTIMES, open_artifact, run_in_chunks
+from verify.artifacts import Target, artifact_cells, level_report
+from verify.cells import open_session, verdict
 from verify.metrics import compare_logits
-from verify.modelrules import format_rules, judge_model, rule_for
-from verify.oplevel import check_runtimes
-from verify.tolerance import DEFAULT_TOLERANCES, Tolerances
+from verify.rules import DEFAULT_TOLERANCES, MODEL_RULES, Tolerances, format_rules, judge
 
 CHUNK = 256  # images per runtime call: bounds activation memory on big test splits
 
@@ -34,7 +32,7 @@ def test_images(run: Run, samples: int | None) -> tuple[np.ndarray, np.ndarray, 
 
 def verify_models(
     run: Run,
-    runtimes: Iterable[str] | None = None,
+    runtimes: str | Iterable[str] = ALL,
     samples: int | None = None,
     tolerances: Tolerances = DEFAULT_TOLERANCES,
     data: tuple[np.ndarray, np.ndarray, str] | None = None,
@@ -44,37 +42,23 @@ def verify_models(
     `data`: (images, labels, spec) already loaded by `test_images`, else loaded here.
     """
     start = time.perf_counter()
-    chosen = check_runtimes(runtimes)
+    chosen = choose_names(runtimes, RUNTIMES, "runtime")
     folder, manifest = run.export_dir, run.manifest()
-    images, labels, spec = data if data is not None else test_images(run, samples)
+    data = data if data is not None else test_images(run, samples)
+    images, labels, _ = data
     reference_session = open_session(run.path / MODEL_FILE, "keras")
     if isinstance(reference_session, str):
         raise UsageError(f"the Keras reference cannot run: {reference_session}")
     check_labels_fit(labels, manifest)
     reference = run_in_chunks(reference_session.run, images, CHUNK)
-    reference_accuracy = top1(reference, labels)
-    cells = []
-    todo = [
-        (fmt, folder / str(entry.get("file", "")), runtime)
-        for fmt, entry in manifest["artifacts"].items()
-        for runtime in chosen
-        if (folder / str(entry.get("file", ""))).suffix in RUNTIMES[runtime].suffixes
-    ]
-    for fmt, path, runtime in todo:
-        cells.append(_model_cell(fmt, path, runtime, images, labels, reference, tolerances))
-        progress("verify model cells", len(cells), len(todo), f"{fmt} on {runtime} done")
-    return {
-        "export_folder": str(folder),
-        "data": spec,
-        "split": "test",
-        "samples": int(len(images)),
-        "reference": {"runtime": "keras", "file": MODEL_FILE, "top1_accuracy": reference_accuracy},
-        "runtimes": chosen,
-        "rules": {f: r.describe(tolerances) for f, r in format_rules().items()},
-        "cells": cells,
-        "summary": summarize(cells),
-        "seconds": round(time.perf_counter() - start, 1),
-    }
+    measure = partial(
+        _model_cell, images=images, labels=labels, reference=reference, tolerances=tolerances
+    )
+    formats = list(manifest["artifacts"])
+    cells = artifact_cells("model", folder, manifest, formats, chosen, MODEL_RULES, measure)
+    rules = {f: r.describe(tolerances) for f, r in format_rules().items()}
+    accuracy = {"top1_accuracy": top1(reference, labels)}
+    return level_report(folder, data, accuracy, chosen, rules, cells, start)
 
 
 def check_labels_fit(labels: np.ndarray, manifest: dict) -> None:
@@ -88,44 +72,22 @@ def check_labels_fit(labels: np.ndarray, manifest: dict) -> None:
 
 
 def _model_cell(
-    fmt: str,
-    path: Path,
-    runtime: str,
+    target: Target,
     images: np.ndarray,
     labels: np.ndarray,
     reference: np.ndarray,
     tolerances: Tolerances,
 ) -> dict:
     """Run one artifact in one runtime and judge its logits against the Keras logits."""
-    base = {"level": "model", "format": fmt, "file": path.name}
-    try:
-        rule = rule_for(fmt)
-    except UsageError as exc:  # an artifact without a rule is an error, never a pass
-        return cell(base, runtime, "unknown", fmt, ERROR, reason=str(exc))
-    precision = FORMATS[fmt].precision
-    if not path.is_file():
-        reason = f"{path} is listed in model.json but missing: export it again"
-        return cell(base, runtime, precision, fmt, ERROR, reason=reason)
-    try:
-        session = open_session(path, runtime)
-        if isinstance(session, str):
-            return cell(base, runtime, precision, fmt, UNAVAILABLE, reason=session)
-        logits = run_in_chunks(session.run, images, CHUNK)
-        metrics = compare_logits(logits, reference, labels)
-    except Exception as exc:  # noqa: BLE001  (a runtime failure is that cell's error)
-        first = first_line(exc)
-        return cell(base, runtime, precision, fmt, ERROR, reason=first)
-    failed = judge_model(rule, metrics, tolerances)
-    return cell(
-        base,
-        runtime,
-        precision,
-        fmt,
-        FAIL if failed else PASS,
-        reason="; ".join(failed) or None,
+    session = open_artifact(target.path, target.runtime)
+    metrics = compare_logits(run_in_chunks(session.run, images, CHUNK), reference, labels)
+    status, reason = verdict(judge(target.rule, metrics, tolerances))
+    return target.cell(
+        status,
+        reason,
         providers=list(session.providers),
         metrics=metrics,
-        tolerance=rule.describe(tolerances),
+        tolerance=target.rule.describe(tolerances),
     )
 
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import difflib
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from toolkit.argtypes import ALL, choose_names
 from toolkit.errors import UsageError, first_line
 from toolkit.progress import progress
-from toolkit.runtimes import RUNTIMES, get_runtime
+from toolkit.runtimes import RUNTIMES
 from toolkit.scratch import scratch_dir
 from verify.cases import (
     OP_CASES,
@@ -24,37 +24,12 @@ from verify.cases import (
 )
 from verify.cells import ERROR, NOT_APPLICABLE, cell, run_cell, summarize
 from verify.opexport import OP_ARTIFACTS, PRECISIONS, OpExport, artifact_for
-from verify.tolerance import DEFAULT_TOLERANCES, Tolerances
+from verify.rules import DEFAULT_TOLERANCES, Tolerances
 
 BATCH = 2  # samples per verified call: a dynamic batch > 1
 # int8 calibration samples per op model; the BATCH verified samples are among them, so int8
 # errors measure rounding and requantization, not clipping of values calibration never saw
 CALIB_SAMPLES = 32
-
-
-def check_ops(names: Iterable[str] | None) -> list[str]:
-    """Registered op names, in OP_CASES order; UsageError with a did-you-mean otherwise."""
-    if names is None:
-        return list(OP_CASES)
-    chosen = [n.strip() for n in names if n.strip()]
-    for name in chosen:
-        if name not in OP_CASES:
-            close = difflib.get_close_matches(name, OP_CASES, n=1)
-            hint = f"did you mean '{close[0]}'? " if close else ""
-            raise UsageError(f"unknown op '{name}': {hint}choose from {', '.join(OP_CASES)}")
-    if not chosen:
-        raise UsageError(f"no op given: choose from {', '.join(OP_CASES)}")
-    return [n for n in OP_CASES if n in chosen]
-
-
-def check_runtimes(names: Iterable[str] | None) -> list[str]:
-    """Registered runtime names in RUNTIMES order (get_runtime raises the did-you-mean)."""
-    if names is None:
-        return list(RUNTIMES)
-    chosen = [get_runtime(n.strip()).name for n in names if n.strip()]
-    if not chosen:
-        raise UsageError(f"no runtime given: choose from {', '.join(RUNTIMES)}")
-    return [n for n in RUNTIMES if n in chosen]
 
 
 def _shape_list(case: OpCase, shapes: str | Mapping[str, Sequence[Params]]) -> Sequence[Params]:
@@ -74,8 +49,8 @@ def _check_overrides(overrides: Mapping[str, LayerClass], ops: list[str]) -> Non
 
 def verify_ops(
     shapes: str | Mapping[str, Sequence[Params]] = "full",
-    ops: Iterable[str] | None = None,
-    runtimes: Iterable[str] | None = None,
+    ops: str | Iterable[str] = ALL,
+    runtimes: str | Iterable[str] = ALL,
     tolerances: Tolerances = DEFAULT_TOLERANCES,
     overrides: Mapping[str, LayerClass] | None = None,
     seed: int = 0,
@@ -84,10 +59,11 @@ def verify_ops(
 
     `shapes`: "full" (seed presets' shapes + small odd ones), "quick" (small odd ones), or
     {op: [params, ...]}. `overrides`: {op: layer class} built with the op's constructor
-    arguments in place of the toolkit layer, e.g. to check that a wrong op fails.
+    arguments in place of the toolkit layer, e.g. to check that a wrong op fails. `ops`,
+    `runtimes`: comma lists or lists of names (default all).
     """
-    names = check_ops(ops)
-    chosen = check_runtimes(runtimes)
+    names = choose_names(ops, OP_CASES, "op")
+    chosen = choose_names(runtimes, RUNTIMES, "runtime")
     overrides = dict(overrides or {})
     _check_overrides(overrides, names)
     start = time.perf_counter()
@@ -149,19 +125,11 @@ def _verify_shape(
                 op, x, expected = built
                 if artifact.name not in written:
                     written[artifact.name] = _write(op, artifact.name, folder)
-                rules = (case.fp32_rule, case.int8_rule)
                 path = written[artifact.name]
+                rule = case.rule(precision)
                 cells.append(
                     run_cell(
-                        base,
-                        runtime,
-                        precision,
-                        artifact.name,
-                        path,
-                        x,
-                        expected,
-                        rules,
-                        tolerances,
+                        base, runtime, precision, artifact.name, path, x, expected, rule, tolerances
                     )
                 )
     return cells

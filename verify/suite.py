@@ -6,56 +6,51 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from toolkit.argtypes import ALL, choose_names
 from toolkit.errors import UsageError, first_line
-from toolkit.runfolder import open_run
+from toolkit.runfolder import Run, open_run
+from toolkit.runtimes import RUNTIMES
 from toolkit.versions import versions
 from verify.attribution import attribute_int8, int8_formats
-from verify.cases import Params
-from verify.cells import describe
+from verify.cases import OP_CASES, Params
 from verify.modellevel import test_images, verify_models
-from verify.modelrules import rationale as model_rationale
-from verify.oplevel import check_ops, check_runtimes, verify_ops
+from verify.oplevel import verify_ops
 from verify.quiet import quiet_tensorflow
-from verify.tolerance import DEFAULT_TOLERANCES, Tolerances
+from verify.rules import DEFAULT_TOLERANCES, Tolerances
 
 LEVELS = ("all", "ops", "models")
+PARTS = ("ops", "models", "layers")  # the report's sections of cells, in report order
 ATTRIBUTION_SAMPLES = 32  # debug images for the int8 attribution (capped by --samples)
 
 
 def verify_run(
     run_dir: str | Path,
     level: str = "all",
-    runtimes: Iterable[str] | None = None,
+    runtimes: str | Iterable[str] = ALL,
     samples: int | None = None,
     tolerances: Tolerances = DEFAULT_TOLERANCES,
     shapes: str | Mapping[str, Sequence[Params]] = "full",
-    ops: Iterable[str] | None = None,
+    ops: str | Iterable[str] = ALL,
 ) -> dict:
     """The full report of RUN; bad input (run, export folder, runtime, op) is a UsageError
     raised before any work."""
     if level not in LEVELS:
         raise UsageError(f"unknown level '{level}': choose from {', '.join(LEVELS)}")
     run = open_run(run_dir)
-    chosen = check_runtimes(runtimes)
-    op_names = check_ops(ops)
+    chosen = choose_names(runtimes, RUNTIMES, "runtime")
+    op_names = choose_names(ops, OP_CASES, "op")
     if level != "ops":  # another program's model, bad export folder, --samples or data:
         run.load_model()  # fail before any work
         manifest = run.manifest()
         data = test_images(run, samples)
-    report: dict = {
-        "tool": "toolkit verify",
-        "run": str(run.path),
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "versions": versions(),
-        "options": {
-            "level": level,
-            "runtimes": chosen,
-            "samples": samples,
-            "shapes": shapes if isinstance(shapes, str) else "custom",
-            "ops": op_names,
-        },
-        "tolerances": {**tolerances.to_dict(), "model_rules": model_rationale()},
+    options = {
+        "level": level,
+        "runtimes": chosen,
+        "samples": samples,
+        "shapes": shapes if isinstance(shapes, str) else "custom",
+        "ops": op_names,
     }
+    report = report_head(run, options, tolerances, "models")
     with quiet_tensorflow():
         if level != "models":
             report["ops"] = verify_ops(shapes, op_names, chosen, tolerances)
@@ -63,14 +58,28 @@ def verify_run(
             report["models"] = verify_models(run, chosen, samples, tolerances, data)
             if any(f in manifest["artifacts"] for f in int8_formats()):
                 report["int8_attribution"] = _attribution(run, manifest, data[0])
-    failures = [
-        describe(c)
-        for part in ("ops", "models")
-        for c in report.get(part, {}).get("cells", [])
-        if c["status"] in ("fail", "error")
+    return conclude(report)
+
+
+def report_head(run: Run, options: dict, tolerances: Tolerances, rules: str) -> dict:
+    """What every verify report opens with: the run, date, versions, options, and the
+    tolerances with the op rules' and `rules`' (models or layers) rationale."""
+    return {
+        "tool": "toolkit verify",
+        "run": str(run.path),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "versions": versions(),
+        "options": options,
+        "tolerances": tolerances.to_dict(rules),
+    }
+
+
+def conclude(report: dict) -> dict:
+    """`report` with the failing cells of all its sections and the verdict added."""
+    report["failures"] = [
+        line for part in PARTS if part in report for line in report[part]["summary"]["failures"]
     ]
-    report["failures"] = failures
-    report["passed"] = not failures
+    report["passed"] = not report["failures"]
     return report
 
 
