@@ -5,17 +5,20 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from export.metadata import ModelInfo
 from export.oplist import op_names
-from export.signature import INPUT_NAME, OUTPUT_NAME, SIGNATURE_KEY
+from export.signature import INPUT_NAME, OUTPUT_NAME, PROBABILITIES, SIGNATURE_KEY
 from export.source import ExportSource
 from export.validate import ArtifactInfo
 from toolkit import atomic
+from toolkit.formats import Format
 from toolkit.manifest import edit_manifest, sha256
 from toolkit.runfolder import EXPORT_DIR, LABELS_FILE, MODEL_FILE
 from toolkit.versions import versions
 
 # the model the artifacts were converted from: the identity of a run wherever it is copied
 MODEL_HASH = "source_model_sha256"
+OUTPUTS = [OUTPUT_NAME, PROBABILITIES]  # what an artifact's `output` may be
 
 
 def artifact_entry(
@@ -36,11 +39,33 @@ def artifact_entry(
         "size_bytes": path.stat().st_size,
         "inputs": info.inputs,
         "outputs": info.outputs,
+        # what the output holds: "probabilities" (softmax, sum 1) or "logits"
+        "output": info.outputs[0]["name"],
         "ops": op_names(info.ops),
         "options": options,
         "export_seconds": round(seconds, 3),
         "exported": _now(),
     }
+
+
+def app_info(src: ExportSource, fmt: Format) -> ModelInfo:
+    """The TFLite Model Metadata of format `fmt`'s file, from the run: model, preset, data,
+    the sha256 of model.keras as the version; author and license where config.json's
+    options give them (else this toolkit, and none)."""
+    options = src.run.config.get("options", {})
+    model, preset = options.get("model") or src.model.name, options.get("preset")
+    digest = src.memo(MODEL_HASH, lambda: sha256(src.run.path / MODEL_FILE))
+    return ModelInfo(
+        name=f"{model}-{preset}" if preset else str(model),
+        description=(
+            f"{model} {preset or ''} image classifier trained on {options.get('data')}; "
+            f"{fmt.name}: {fmt.description}; RGB pixels 0-255 in, class probabilities out"
+        ),
+        version=f"model.keras sha256 {digest[:16]}",
+        author=str(options.get("author") or f"toolkit {versions().get('toolkit', '')}".strip()),
+        license=str(options.get("license") or ""),
+        class_names=tuple(src.class_names),
+    )
 
 
 def header(src: ExportSource) -> dict:
@@ -52,7 +77,8 @@ def header(src: ExportSource) -> dict:
         MODEL_HASH: src.memo(MODEL_HASH, lambda: sha256(src.run.path / MODEL_FILE)),
         "model": options.get("model"),
         "preset": options.get("preset"),
-        "signature": {"key": SIGNATURE_KEY, "input": INPUT_NAME, "output": OUTPUT_NAME},
+        # each artifact's `output` says which: logits (.onnx) or probabilities (.tflite)
+        "signature": {"key": SIGNATURE_KEY, "input": INPUT_NAME, "outputs": OUTPUTS},
         "input": {
             "layout": "NHWC",
             "height": height,

@@ -9,7 +9,8 @@ from export.calibration import DEFAULT_CALIB_SAMPLES
 from export.errors import ExportError
 from export.formats import CONVERTERS
 from export.int8_search import check_budget, recipe_settings, search
-from export.manifest import artifact_entry, header, update_manifest
+from export.manifest import app_info, artifact_entry, header, update_manifest
+from export.metadata import with_metadata
 from export.onnx import MAX_OPSET, MIN_OPSET
 from export.source import ExportSource, open_source
 from export.validate import RUNTIMES
@@ -118,6 +119,8 @@ def _export_one(src: ExportSource, fmt: Format, out: Path, budget: float | None 
                 record = search(src, fmt.name, converter.search, tmp, budget)
             else:
                 converter.convert(src, tmp)
+            if fmt.runtime == "litert":  # the app files: MediaPipe Tasks reads the metadata
+                tmp.write_bytes(with_metadata(tmp.read_bytes(), app_info(src, fmt)))
             info = RUNTIMES[fmt.runtime](tmp, fmt.name, src.input_shape, src.num_classes)
         except UsageError:
             raise

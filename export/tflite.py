@@ -14,9 +14,16 @@ import numpy as np
 import tensorflow as tf
 from ai_edge_litert import schema_py_generated as schema
 from tensorflow.lite.python import convert as tflite_convert
+from tensorflow.lite.python.util import modify_model_io_type
 
 from export.oplist import builtin_code
-from export.signature import INPUT_NAME, SIGNATURE_KEY, serving_call
+from export.signature import (
+    INPUT_NAME,
+    PROBABILITIES,
+    SIGNATURE_KEY,
+    serving_call,
+    with_probabilities,
+)
 from export.source import ExportSource
 from export.spelling import converter_spelling
 from toolkit.native_logs import captured_native_stderr
@@ -30,12 +37,16 @@ class Recipe:
     optimize: bool = False  # optimizations = [Optimize.DEFAULT]
     float16: bool = False  # supported_types = [tf.float16]
     int8: bool = False  # representative dataset + TFLITE_BUILTINS_INT8 only
-    int8_io: bool = False  # int8 input and output tensors instead of float32
+    # quantized input and output instead of float32: uint8 pixels in (scale 1, zero point 0:
+    # q = pixel, what a camera gives; one QUANTIZE to int8 follows), uint8 probabilities out
+    # (scale 1/256, zero point 0), the types MediaPipe Tasks takes
+    int8_io: bool = False
     batch: int | None = None  # None: dynamic batch; 1: fixed, so every shape folds to a constant
     float_layers: tuple[str, ...] = ()  # Keras layer classes whose weight-free ops stay float
     float_ops: tuple[str, ...] = ()  # TFLite builtin op names that stay float (int8 only)
-    # the model's last layer stays float, so float32 logits keep their resolution: int8 logits
-    # tie (equal top values) on a few percent of the images of a low-confidence model
+    # the logits layer and the softmax stay float, so float32 probabilities keep their
+    # resolution: int8 logits tie (equal top values) on a few percent of the images of a
+    # low-confidence model
     float_logits: bool = False
     # LSA's diagonal mask as Add(lowest float32) + Softmax (AdditiveMaskLocalitySelfAttention),
     # 6 fewer ops per layer; int8 recipes then keep the mask's ops float, fill and all
@@ -81,8 +92,8 @@ def saved_model(
     additive_mask: bool = False,
     depthwise_shift: bool = False,
 ) -> Path:
-    """The run's model, spelled by `tflite_spelling`, as a SavedModel with signature
-    serving_default(image) -> {logits}.
+    """The run's model, spelled by `tflite_spelling` and ending in a softmax (the app files give
+    probabilities), as a SavedModel with signature serving_default(image) -> {probabilities}.
 
     batch=None keeps the batch dimension dynamic; an int fixes it in the signature.
     """
@@ -97,10 +108,12 @@ def saved_model(
             f"tflite_spelling{spelling}",
             lambda: tflite_spelling(src.model, additive_mask, depthwise_shift),
         )
+        model = with_probabilities(model)
         archive = keras.export.ExportArchive()
         archive.track(model)
         spec = tf.TensorSpec([batch, *src.input_shape], tf.float32, name=INPUT_NAME)
-        archive.add_endpoint(SIGNATURE_KEY, serving_call(model), input_signature=[spec])
+        serving = serving_call(model, PROBABILITIES)
+        archive.add_endpoint(SIGNATURE_KEY, serving, input_signature=[spec])
         with captured_native_stderr():
             archive.write_out(str(folder), verbose=False)
         return folder
@@ -134,8 +147,8 @@ def _converter(src: ExportSource, recipe: Recipe) -> tf.lite.TFLiteConverter:
     if recipe.int8:
         converter.representative_dataset = representative_dataset(src.calibration)
     if recipe.int8_io:
-        converter.inference_input_type = tf.int8
-        converter.inference_output_type = tf.int8
+        converter.inference_input_type = tf.uint8
+        converter.inference_output_type = tf.uint8
     return converter
 
 
@@ -212,7 +225,7 @@ class _AlignedBuffer(schema.BufferT):
         return schema.BufferEnd(builder)
 
 
-def _packed(model: schema.ModelT, size_hint: int) -> bytes:
+def packed_model(model: schema.ModelT, size_hint: int) -> bytes:
     """`model` as a .tflite flatbuffer, every buffer 16-byte aligned."""
     model.buffers = [_AlignedBuffer(b.data, b.offset, b.size) for b in model.buffers]
     builder = flatbuffers.Builder(size_hint)
@@ -239,7 +252,7 @@ def pin_shift_ranges(calibrated: bytes) -> bytes:
                 pinned += 1
     if not pinned:  # a model without shifts (a ViT)
         return calibrated
-    return _packed(model, len(calibrated))
+    return packed_model(model, len(calibrated))
 
 
 def float_shift_weights(dynamic: bytes) -> bytes:
@@ -267,7 +280,21 @@ def float_shift_weights(dynamic: bytes) -> bytes:
     used = {tensor.buffer for graph in model.subgraphs for tensor in graph.tensors}
     for index in detached - used:  # emptied, not removed: tensors refer to buffers by index
         model.buffers[index].data = None
-    return _packed(model, len(dynamic))
+    return packed_model(model, len(dynamic))
+
+
+def pin_input_range(calibrated: bytes, low: float = 0.0, high: float = 255.0) -> bytes:
+    """`calibrated` with its input's range set to the pixels' full range 0-255, whatever the
+    calibration images held: the int8 input then has scale 1 and zero point -128, so a uint8
+    input (zero point 0) is the pixel itself and its QUANTIZE to int8 is exact."""
+    model = schema.ModelT.InitFromPackedBuf(calibrated, 0)
+    graph = model.subgraphs[0]
+    for index in graph.inputs:
+        quantization = graph.tensors[index].quantization
+        if quantization is None or quantization.min is None:
+            return calibrated  # nothing calibrated to pin
+        quantization.min, quantization.max = [low], [high]
+    return packed_model(model, len(calibrated))
 
 
 def calibrated_model(
@@ -277,7 +304,8 @@ def calibrated_model(
     depthwise_shift: bool = False,
 ) -> bytes:
     """The float model with calibration statistics (min/max per tensor), built once per batch
-    and spelling; with `depthwise_shift`, each shift's output range pinned to its input's."""
+    and spelling; its input range pinned to 0-255 (`pin_input_range`); with `depthwise_shift`,
+    each shift's output range pinned to its input's."""
 
     def build() -> bytes:
         recipe = Recipe(
@@ -289,7 +317,7 @@ def calibrated_model(
         )
         converter = _converter(src, recipe)
         converter._experimental_calibrate_only = True  # calibrate once, quantize many
-        calibrated = _convert(converter)
+        calibrated = pin_input_range(_convert(converter))
         if depthwise_shift:
             calibrated = pin_shift_ranges(calibrated)
         return calibrated
@@ -330,11 +358,18 @@ def layer_nodes(flatbuffer: bytes, layer_names: set[str]) -> list[str]:
 
 
 def output_nodes(flatbuffer: bytes) -> list[str]:
-    """Names of the tensors the model outputs: the ops writing them (the logits layer, whose
-    output carries the signature's name rather than the layer's)."""
+    """Names of the tensors the model outputs (the softmax, whose output carries the
+    signature's name) and of the logits its SOFTMAX reads: the ops writing them."""
     model = schema.Model.GetRootAs(flatbuffer, 0)
     graph = model.Subgraphs(0)
-    return [graph.Tensors(graph.Outputs(i)).Name().decode() for i in range(graph.OutputsLength())]
+    outputs = {graph.Outputs(i) for i in range(graph.OutputsLength())}
+    nodes = [graph.Tensors(i).Name().decode() for i in sorted(outputs)]
+    for i in range(graph.OperatorsLength()):
+        op = graph.Operators(i)
+        writes = {op.Outputs(k) for k in range(op.OutputsLength())}
+        if writes & outputs and builtin_code(model, op) == schema.BuiltinOperator.SOFTMAX:
+            nodes.append(graph.Tensors(op.Inputs(0)).Name().decode())
+    return nodes
 
 
 def _layer_names(model: keras.Model, classes: tuple[str, ...]) -> set[str]:
@@ -354,16 +389,69 @@ def _selective_int8(src: ExportSource, recipe: Recipe) -> bytes:
         float_scopes.add(DIAGONAL_MASK_SCOPE)
     nodes = layer_nodes(calibrated, float_scopes)
     nodes += output_nodes(calibrated) if recipe.float_logits else []
-    io_type = tf.int8 if recipe.int8_io else tf.float32
     with captured_native_stderr():
-        return tflite_convert.mlir_quantize(
+        quantized = tflite_convert.mlir_quantize(
             calibrated,
-            fully_quantize=recipe.int8_io,  # True quantizes the input and output too
-            input_data_type=io_type,
-            output_data_type=io_type,
+            # float in/out with a QUANTIZE and a DEQUANTIZE at the ends (fully_quantize
+            # would make them int8 and drop both)
+            input_data_type=tf.float32,
+            output_data_type=tf.float32,
             denylisted_ops=list(recipe.float_ops) or None,
             denylisted_nodes=nodes or None,
         )
+    if not recipe.int8_io:
+        return quantized
+    # what TFLiteConverter.convert() does for inference_input_type=tf.uint8: the input's
+    # QUANTIZE float -> int8 becomes uint8 -> int8 (zero point +128, so q = pixel), and the
+    # output's int8 -> float DEQUANTIZE becomes int8 -> uint8 (MediaPipe Tasks takes uint8 or
+    # float32 scores, not int8)
+    return uint8_probabilities(modify_model_io_type(quantized, tf.uint8, tf.uint8))
+
+
+# the uint8 grid TFLite gives a softmax's output: probabilities 0-1 in 256 steps, q = 256 p
+# (the int8 grid, zero point -128, shifted by 128)
+PROBABILITY_SCALE, PROBABILITY_ZERO_POINT = 1 / 256, 0
+
+
+def uint8_probabilities(flatbuffer: bytes) -> bytes:
+    """`flatbuffer` with a float32 output (a softmax a recipe keeps float: SOFTMAX in its
+    `float_ops`) quantized by one QUANTIZE onto TFLite's uint8 softmax grid (scale 1/256, zero
+    point 0), which becomes the graph's and the signature's output; unchanged when the
+    output is quantized already."""
+    model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
+    graph = model.subgraphs[0]
+    (index,) = graph.outputs
+    source = graph.tensors[index]
+    if source.type != schema.TensorType.FLOAT32:
+        return flatbuffer
+    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+    if schema.BuiltinOperator.QUANTIZE not in codes:
+        code = schema.OperatorCodeT()
+        code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.QUANTIZE
+        code.version = 1
+        model.operatorCodes.append(code)
+        codes.append(schema.BuiltinOperator.QUANTIZE)
+    quantization = schema.QuantizationParametersT()
+    quantization.scale, quantization.zeroPoint = [PROBABILITY_SCALE], [PROBABILITY_ZERO_POINT]
+    output = schema.TensorT()
+    output.name, output.shape = source.name, list(source.shape)
+    output.type = schema.TensorType.UINT8
+    output.shapeSignature = None if source.shapeSignature is None else list(source.shapeSignature)
+    output.quantization, output.buffer = quantization, 0  # buffer 0: the empty one
+    name = source.name.decode() if isinstance(source.name, bytes) else str(source.name)
+    source.name = f"{name}_float"
+    graph.tensors.append(output)
+    new = len(graph.tensors) - 1
+    op = schema.OperatorT()
+    op.opcodeIndex = codes.index(schema.BuiltinOperator.QUANTIZE)
+    op.inputs, op.outputs = [index], [new]
+    graph.operators.append(op)
+    graph.outputs = [new]
+    for signature in model.signatureDefs or []:
+        for tensor in signature.outputs:
+            if tensor.tensorIndex == index:
+                tensor.tensorIndex = new
+    return packed_model(model, len(flatbuffer))
 
 
 def tflite_bytes(src: ExportSource, recipe: Recipe) -> bytes:

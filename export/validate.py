@@ -13,7 +13,7 @@ from ai_edge_litert.interpreter import Interpreter
 
 from export.errors import ExportError
 from export.oplist import Op, forbidden_ops, onnx_ops, tflite_ops
-from export.signature import INPUT_NAME, OUTPUT_NAME, SIGNATURE_KEY
+from export.signature import INPUT_NAME, OUTPUT_NAME, PROBABILITIES, SIGNATURE_KEY
 from toolkit.native_logs import captured_native_stderr
 
 ORT_DTYPES = {"tensor(float)": "float32", "tensor(int8)": "int8", "tensor(uint8)": "uint8"}
@@ -34,9 +34,10 @@ def probe_images(input_shape: tuple[int, int, int], batch: int) -> np.ndarray:
     return rng.integers(0, 256, size=(batch, *input_shape)).astype(np.float32)
 
 
-def quantize(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
-    """float32 -> int8 with a TFLite tensor's (scale, zero_point)."""
-    return np.clip(np.round(x / scale + zero_point), -128, 127).astype(np.int8)
+def quantize(x: np.ndarray, scale: float, zero_point: int, dtype=np.int8) -> np.ndarray:
+    """float32 -> int8 or uint8 with a TFLite tensor's (scale, zero_point)."""
+    info = np.iinfo(dtype)
+    return np.clip(np.round(x / scale + zero_point), info.min, info.max).astype(dtype)
 
 
 def _check_ops(ops: list[Op], fmt: str) -> None:
@@ -45,12 +46,18 @@ def _check_ops(ops: list[Op], fmt: str) -> None:
         raise ExportError(f"{fmt}: the graph needs ops not every runtime has: {', '.join(bad)}")
 
 
-def _check_output(y: np.ndarray, batch: int, num_classes: int, fmt: str) -> None:
+def _check_output(
+    y: np.ndarray, batch: int, num_classes: int, fmt: str, what: str = OUTPUT_NAME
+) -> None:
     if y.shape != (batch, num_classes) or not np.all(np.isfinite(y)):
         raise ExportError(
-            f"{fmt}: a test run gave logits of shape {y.shape} (finite: "
+            f"{fmt}: a test run gave {what} of shape {y.shape} (finite: "
             f"{bool(np.all(np.isfinite(y)))}), expected ({batch}, {num_classes}) finite values"
         )
+    # int8 probabilities are multiples of 1/256: each rounds by up to half a step
+    atol = 0.01 + num_classes / 512
+    if what == PROBABILITIES and not np.allclose(y.sum(axis=-1), 1.0, atol=atol):
+        raise ExportError(f"{fmt}: a test run gave probabilities summing to {y.sum(axis=-1)}")
 
 
 def _ort_tensor(arg: ort.NodeArg) -> dict:
@@ -87,26 +94,31 @@ def _litert_tensor(name: str, details: dict) -> dict:
 
 
 def inspect_tflite(path: Path, fmt: str, input_shape: tuple[int, int, int], classes: int):
-    """Check ops and the signature, run one image in the LiteRT interpreter, read tensors."""
+    """Check ops and the signature (image -> probabilities), run one image in the LiteRT
+    interpreter, read tensors."""
     ops = tflite_ops(path.read_bytes())
     _check_ops(ops, fmt)
     with captured_native_stderr():  # "INFO: Created TensorFlow Lite XNNPACK delegate"
         interpreter = Interpreter(model_path=str(path))
-    expected = {SIGNATURE_KEY: {"inputs": [INPUT_NAME], "outputs": [OUTPUT_NAME]}}
+    expected = {SIGNATURE_KEY: {"inputs": [INPUT_NAME], "outputs": [PROBABILITIES]}}
     if interpreter.get_signature_list() != expected:
         raise ExportError(
             f"{fmt}: signatures are {interpreter.get_signature_list()}, expected {expected}"
         )
     runner = interpreter.get_signature_runner(SIGNATURE_KEY)
     inp = runner.get_input_details()[INPUT_NAME]
-    out = runner.get_output_details()[OUTPUT_NAME]
+    out = runner.get_output_details()[PROBABILITIES]
     x = probe_images(input_shape, 1)
-    if np.dtype(inp["dtype"]) == np.int8:
-        x = quantize(x, *inp["quantization"])
+    if np.issubdtype(inp["dtype"], np.integer):
+        x = quantize(x, *inp["quantization"], dtype=inp["dtype"])
     with captured_native_stderr():
-        y = np.asarray(runner(**{INPUT_NAME: x})[OUTPUT_NAME], dtype=np.float32)
-    _check_output(y, 1, classes, fmt)
-    return ArtifactInfo([_litert_tensor(INPUT_NAME, inp)], [_litert_tensor(OUTPUT_NAME, out)], ops)
+        y = np.asarray(runner(**{INPUT_NAME: x})[PROBABILITIES], dtype=np.float32)
+    if np.issubdtype(out["dtype"], np.integer):
+        scale, zero_point = out["quantization"]
+        y = (y - zero_point) * scale
+    _check_output(y, 1, classes, fmt, PROBABILITIES)
+    inputs, outputs = [_litert_tensor(INPUT_NAME, inp)], [_litert_tensor(PROBABILITIES, out)]
+    return ArtifactInfo(inputs, outputs, ops)
 
 
 Inspector = Callable[[Path, str, tuple[int, int, int], int], ArtifactInfo]

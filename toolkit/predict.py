@@ -10,6 +10,7 @@ import numpy as np
 from toolkit.errors import UsageError
 from toolkit.runfolder import LABELS_FILE
 from toolkit.runtimes import RUNTIMES, TensorSpec, open_artifact
+from toolkit.runtimes.base import gives_probabilities
 
 BATCH = 64  # images per run call, to bound memory on long file lists
 
@@ -65,7 +66,7 @@ def format_top_k(probabilities: np.ndarray, names: list[str], k: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print, per image, its top-k classes with softmax probabilities."""
+    """Print, per image, its top-k classes with their probabilities."""
     from toolkit.data.images import load_image
 
     if args.top_k < 1:
@@ -73,13 +74,15 @@ def run(args: argparse.Namespace) -> int:
     session = open_artifact(args.artifact, args.runtime)
     size = image_size(session.input, args.artifact)
     images = np.stack([load_image(path, size) for path in args.images])
-    logits = np.concatenate(
+    outputs = np.concatenate(
         [
             session.run(images[i : i + BATCH].astype(np.float32))
             for i in range(0, len(images), BATCH)
         ]
     )
-    names = find_labels(args.artifact, logits.shape[-1])
-    for path, probabilities in zip(args.images, softmax(logits), strict=True):
+    names = find_labels(args.artifact, outputs.shape[-1])
+    # the .tflite app files give probabilities already; the others give logits
+    scores = outputs if gives_probabilities(session.output) else softmax(outputs)
+    for path, probabilities in zip(args.images, scores, strict=True):
         print(f"{path}: {format_top_k(probabilities, names, args.top_k)}")
     return 0

@@ -13,6 +13,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from export.signature import PROBABILITIES, with_probabilities
 from toolkit.argtypes import ALL, choose_names
 from toolkit.errors import UsageError
 from toolkit.formats import FORMATS, parse_formats
@@ -97,22 +98,36 @@ def verify_layers(
     tolerances: Tolerances,
     data: tuple[np.ndarray, np.ndarray, str],
 ) -> dict:
-    """Layer-level report: a cell per (artifact, runtime), each with a row per boundary."""
+    """Layer-level report: a cell per (artifact, runtime), each with a row per boundary.
+
+    An artifact whose model.json entry says `"output": "probabilities"` (the .tflite app
+    files, which end in a softmax) is held against the Keras model with the same softmax
+    appended: the logits layer is then a boundary inside, the softmax the output."""
     start = time.perf_counter()
     images = data[0]
-    boundaries = model_boundaries(model)
-    output = output_boundary(model, boundaries)
-    reference = keras_tensors(model, boundaries, images, CHUNK)
-    measure = partial(
-        _layer_cell,
-        model_name=model.name,
-        boundaries=boundaries,
-        output=output,
-        images=images,
-        reference=reference,
-        tolerances=tolerances,
-    )
     folder, manifest = run.export_dir, run.manifest()
+    measures: dict[bool, Callable[[Target], dict]] = {}
+
+    def measure_for(probabilities: bool) -> Callable[[Target], dict]:
+        if probabilities not in measures:
+            reference_model = with_probabilities(model) if probabilities else model
+            boundaries = model_boundaries(reference_model)
+            measures[probabilities] = partial(
+                _layer_cell,
+                model_name=model.name,
+                boundaries=boundaries,
+                output=output_boundary(reference_model, boundaries),
+                images=images,
+                reference=keras_tensors(reference_model, boundaries, images, CHUNK),
+                tolerances=tolerances,
+            )
+        return measures[probabilities]
+
+    def measure(target: Target) -> dict:
+        entry = manifest["artifacts"].get(target.fmt) or {}
+        return measure_for(entry.get("output") == PROBABILITIES)(target)
+
+    boundaries = model_boundaries(model)
     capturing = [r for r in runtimes if r in CAPTURES]
     cells = artifact_cells("layers", folder, manifest, formats, capturing, LAYER_RULES, measure)
     rules = {f: rule_for(f, LAYER_RULES).describe(tolerances) for f in formats if f in FORMATS}

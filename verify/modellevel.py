@@ -11,9 +11,11 @@ import numpy as np
 from toolkit.accuracy import top1
 from toolkit.argtypes import ALL, choose_names
 from toolkit.errors import UsageError
+from toolkit.predict import softmax
 from toolkit.rundata import load_split
 from toolkit.runfolder import MODEL_FILE, Run
 from toolkit.runtimes import RUNTIMES, open_artifact, run_in_chunks
+from toolkit.runtimes.base import gives_probabilities
 from verify.artifacts import Target, artifact_cells, level_report
 from verify.cells import open_session, verdict
 from verify.metrics import compare_logits
@@ -78,8 +80,11 @@ def _model_cell(
     reference: np.ndarray,
     tolerances: Tolerances,
 ) -> dict:
-    """Run one artifact in one runtime and judge its logits against the Keras logits."""
+    """Run one artifact in one runtime and judge its logits against the Keras logits, or its
+    probabilities (the .tflite app files) against softmax(Keras logits), by the same rule."""
     session = open_artifact(target.path, target.runtime)
+    if gives_probabilities(session.output):
+        reference = softmax(reference).astype(np.float32)
     metrics = compare_logits(run_in_chunks(session.run, images, CHUNK), reference, labels)
     status, reason = verdict(judge(target.rule, metrics, tolerances))
     return target.cell(

@@ -1,7 +1,8 @@
 """The runtime adapter interface shared by predict, verify and bench.
 
 An adapter opens an artifact (.keras, .onnx, .tflite) and runs it on raw images the way an
-app would: float32 0-255 RGB NHWC in, float32 logits out (quantized outputs dequantized).
+app would: float32 0-255 RGB NHWC in, float32 logits out (quantized outputs dequantized);
+the .tflite app files end in a softmax: their output, named `probabilities`, is probabilities.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from toolkit.errors import UsageError
 
 T = TypeVar("T")
+PROBABILITIES = "probabilities"  # the output name of a model that ends in a softmax
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,11 @@ class RuntimeUnavailable(UsageError):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+def gives_probabilities(spec: TensorSpec) -> bool:
+    """Whether an output holds probabilities (a softmax's, sum 1) rather than logits."""
+    return spec.name == PROBABILITIES
 
 
 def to_input(images: np.ndarray, spec: TensorSpec) -> np.ndarray:
