@@ -28,6 +28,9 @@ class ExportSource:
     calib_data: str | None
     calib_samples: int
     scratch: Path
+    # the .tflite files end in a softmax (app files give probabilities); False for the
+    # one-op models of verify's op level, whose output is the op's own
+    probabilities: bool = True
     _memo: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -19,6 +19,7 @@ from tensorflow.lite.python.util import modify_model_io_type
 from export.oplist import builtin_code
 from export.signature import (
     INPUT_NAME,
+    OUTPUT_NAME,
     PROBABILITIES,
     SIGNATURE_KEY,
     serving_call,
@@ -108,11 +109,13 @@ def saved_model(
             f"tflite_spelling{spelling}",
             lambda: tflite_spelling(src.model, additive_mask, depthwise_shift),
         )
-        model = with_probabilities(model)
+        output = PROBABILITIES if src.probabilities else OUTPUT_NAME
+        if src.probabilities:
+            model = with_probabilities(model)
         archive = keras.export.ExportArchive()
         archive.track(model)
         spec = tf.TensorSpec([batch, *src.input_shape], tf.float32, name=INPUT_NAME)
-        serving = serving_call(model, PROBABILITIES)
+        serving = serving_call(model, output)
         archive.add_endpoint(SIGNATURE_KEY, serving, input_signature=[spec])
         with captured_native_stderr():
             archive.write_out(str(folder), verbose=False)
@@ -146,9 +149,9 @@ def _converter(src: ExportSource, recipe: Recipe) -> tf.lite.TFLiteConverter:
         converter.target_spec.supported_types = [tf.float16]
     if recipe.int8:
         converter.representative_dataset = representative_dataset(src.calibration)
-    if recipe.int8_io:
-        converter.inference_input_type = tf.uint8
-        converter.inference_output_type = tf.uint8
+    if recipe.int8_io:  # app files: uint8 pixels and probabilities; op models: int8
+        io_type = tf.uint8 if src.probabilities else tf.int8
+        converter.inference_input_type = converter.inference_output_type = io_type
     return converter
 
 
@@ -317,7 +320,9 @@ def calibrated_model(
         )
         converter = _converter(src, recipe)
         converter._experimental_calibrate_only = True  # calibrate once, quantize many
-        calibrated = pin_input_range(_convert(converter))
+        calibrated = _convert(converter)
+        if src.probabilities:  # an app file's input: pixels 0-255
+            calibrated = pin_input_range(calibrated)
         if depthwise_shift:
             calibrated = pin_shift_ranges(calibrated)
         return calibrated
@@ -389,17 +394,20 @@ def _selective_int8(src: ExportSource, recipe: Recipe) -> bytes:
         float_scopes.add(DIAGONAL_MASK_SCOPE)
     nodes = layer_nodes(calibrated, float_scopes)
     nodes += output_nodes(calibrated) if recipe.float_logits else []
+    # an op model of verify (no softmax) keeps int8 in/out: fully_quantize makes them int8
+    op_int8 = recipe.int8_io and not src.probabilities
+    io_type = tf.int8 if op_int8 else tf.float32
     with captured_native_stderr():
         quantized = tflite_convert.mlir_quantize(
             calibrated,
-            # float in/out with a QUANTIZE and a DEQUANTIZE at the ends (fully_quantize
-            # would make them int8 and drop both)
-            input_data_type=tf.float32,
-            output_data_type=tf.float32,
+            # else float in/out with a QUANTIZE and a DEQUANTIZE at the ends
+            fully_quantize=op_int8,
+            input_data_type=io_type,
+            output_data_type=io_type,
             denylisted_ops=list(recipe.float_ops) or None,
             denylisted_nodes=nodes or None,
         )
-    if not recipe.int8_io:
+    if not recipe.int8_io or op_int8:
         return quantized
     # what TFLiteConverter.convert() does for inference_input_type=tf.uint8: the input's
     # QUANTIZE float -> int8 becomes uint8 -> int8 (zero point +128, so q = pixel), and the

@@ -55,6 +55,7 @@ class OpExport:
                 calib_data=None,
                 calib_samples=len(self.calibration),
                 scratch=scratch,
+                probabilities=False,  # the op's output as it is, no softmax
             )
             self._source.calibration = self.calibration  # overrides the cached property
         return self._source
