@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from export.command import add_arguments
 from export.command import run as run_command
 from export.formats import CONVERTERS
 from export.int8_search import ONNX_RECIPES, TFLITE_RECIPES, choose
+from export.metadata import read_metadata
 from export.onnx_int8 import ImageReader
 from export.oplist import forbidden_ops, onnx_ops, tflite_ops
 from export.source import open_source
@@ -83,7 +85,9 @@ def test_every_tflite_recipe_builds_a_runnable_builtin_artifact(name, vit_run, t
     path = tmp_path / "m.tflite"
     path.write_bytes(flatbuffer)
     session = open_artifact(path, "litert")
-    assert session.input.dtype == "int8" and session.output.dtype == "int8"
+    # the app's camera pixels in (q = pixel), probabilities out on the 1/256 grid MediaPipe
+    # takes (it refuses an int8 output): export/tflite.py's int8 io
+    assert session.input.dtype == "uint8" and session.output.dtype == "uint8"
     assert session.input.shape[0] == recipe.batch
     logits = session.run(np.full((3, 32, 32, 3), 128.0, np.float32))
     assert logits.shape == (3, 10) and np.all(np.isfinite(logits))
@@ -109,7 +113,9 @@ def test_float_norm_gelu_attention_runs_whole_in_xnnpack_where_plain_int8_does_n
     assert not plain.fully_delegated and plain.partitions > 1
     assert {"SQUARED_DIFFERENCE/int8", "RSQRT/int8"} <= set(plain.not_delegated)
     selective = delegation(paths["int8-b1-float-norm-gelu-attention"])
-    assert selective.fully_delegated and selective.partitions == 1, selective.not_delegated
+    # one XNNPACK partition; the uint8 pixels' QUANTIZE to int8 runs in LiteRT's own kernel
+    assert selective.partitions == 1, selective.not_delegated
+    assert selective.not_delegated == Counter({"QUANTIZE/uint8": 1})
     assert any(k.startswith("FULLY_CONNECTED/") and "int8" in k for k in selective.delegated)
 
 
@@ -214,9 +220,14 @@ def test_search_keeps_the_fastest_recipe_within_budget(tiny_run, tmp_path):
         assert winner["p50_ms"] <= fastest * (1 + int8_search.LATENCY_TIE)
         assert found["settings"] == winner["settings"]
         assert entry["recipe"] == {"name": winner["recipe"], "settings": winner["settings"]}
-        # the published file is the winning candidate
+        # the published file is the winning candidate, plus the app metadata of a .tflite
+        data = (out / entry["file"]).read_bytes()
         assert entry["sha256"] == sha256(out / entry["file"])
-        assert entry["size_bytes"] == winner["size_bytes"]
+        if fmt.startswith("tflite"):
+            assert read_metadata(data) is not None
+            assert 0 < entry["size_bytes"] - winner["size_bytes"] < 16_384
+        else:
+            assert entry["size_bytes"] == winner["size_bytes"]
 
 
 @pytest.fixture
