@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import keras
@@ -12,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf2onnx
+from blockers import blocker_code
 
 from toolkit.data.images import load_image
 from toolkit.errors import UsageError
@@ -19,6 +23,7 @@ from toolkit.models import build_model, get_preset
 from toolkit.predict import add_arguments, run, softmax
 
 NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+ROOT = Path(__file__).resolve().parents[1]
 LINE = re.compile(r"^(?P<image>\S+): (?P<top>\S+ \d\.\d\d(, \S+ \d\.\d\d)*)$")
 
 
@@ -137,3 +142,40 @@ def test_predict_rejects_labels_of_another_model(run_folder, tmp_path):
     (tmp_path / "labels.txt").write_text("cat\ndog\n")
     with pytest.raises(UsageError, match="labels.txt has 2 class names but the model has 10"):
         predict(tmp_path / "model.onnx", run_folder[1] / "rgb.png")
+
+
+# -- on a device: numpy, pillow and the runtimes, no TensorFlow, Keras or JAX --
+
+DEVICE_LACKS = ("tensorflow", "tf_keras", "keras", "jax", "jaxlib", "tf2onnx", "onnx")
+
+
+def test_predict_runs_the_exported_files_where_keras_cannot_import(run_folder, tmp_path):
+    """`toolkit predict` of a .tflite or .onnx on a machine without TensorFlow, Keras or JAX
+    gives the classes it gives here; a .keras file is refused in one line naming the way out."""
+    _, root = run_folder
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(blocker_code(DEVICE_LACKS))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+
+    def on_device(*argv: Path | str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "cli.main", "predict", *map(str, argv)]
+        return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path)
+
+    probe = subprocess.run([sys.executable, "-c", "import keras"], capture_output=True, env=env)
+    assert probe.returncode != 0  # the blocker holds in a fresh interpreter
+    for name in ("model.tflite", "model.onnx"):
+        device = on_device(root / "export" / name, root / "rgb.png", "--top-k", "3")
+        assert device.returncode == 0, device.stderr[-2000:]
+        here = subprocess.run(
+            [sys.executable, "-m", "cli.main", "predict", str(root / "export" / name)]
+            + [str(root / "rgb.png"), "--top-k", "3"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+        assert device.stdout == here.stdout and LINE.match(device.stdout.strip())
+    refused = on_device(root / "model.keras", root / "rgb.png")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "needs Keras and a backend" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1

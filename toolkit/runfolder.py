@@ -135,8 +135,13 @@ def _lock(lock: Path, out: Path) -> int:
 
 def load_keras_model(path: Path) -> keras.Model:
     """Load a `.keras` file safely (no arbitrary code), with a one-line error when it's bad."""
-    import toolkit  # noqa: F401  (registers the custom layers)
+    import toolkit  # registers the custom layers, when Keras and a backend are installed
 
+    if not toolkit.KERAS_IMPORTED:
+        raise UsageError(
+            f"{path} needs Keras and a backend to load: pip install 'toolkit[tensorflow]' (or "
+            "[jax]); without them, use the exported .tflite or .onnx files"
+        )
     if not path.is_file():
         raise UsageError(f"{path} not found: train a model first with `toolkit train`")
     if not zipfile.is_zipfile(path):
