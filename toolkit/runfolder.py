@@ -135,20 +135,20 @@ def _lock(lock: Path, out: Path) -> int:
 
 def load_keras_model(path: Path) -> keras.Model:
     """Load a `.keras` file safely (no arbitrary code), with a one-line error when it's bad."""
-    import toolkit  # registers the custom layers, when Keras and a backend are installed
+    import toolkit  # noqa: F401  (registers the custom layers)
 
-    if not toolkit.KERAS_IMPORTED:
+    try:
+        import keras  # only a stage that loads the model needs Keras and its backend
+    except ImportError as exc:
         raise UsageError(
             f"{path} needs Keras and a backend to load: pip install 'toolkit[tensorflow]' (or "
             "[jax]); without them, use the exported .tflite or .onnx files"
-        )
+        ) from exc
     if not path.is_file():
         raise UsageError(f"{path} not found: train a model first with `toolkit train`")
     if not zipfile.is_zipfile(path):
         raise UsageError(f"{path} is not a valid .keras file (corrupt or truncated): retrain it")
     try:
-        import keras  # only a stage that loads the model needs Keras and its backend
-
         return keras.saving.load_model(path, safe_mode=True, compile=False)
     except Exception as exc:  # noqa: BLE001  (any loader failure means the file is unusable)
         first = first_line(exc)
