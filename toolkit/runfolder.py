@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import zipfile
@@ -89,7 +88,8 @@ class Run:
 @contextmanager
 def hold_run_folder(out: Path) -> Iterator[Path]:
     """Hold an exclusive flock on OUT/.train.lock (creating OUT) so that one `toolkit train`
-    at a time writes a run folder; a second one is a UsageError. Yields the lock file.
+    at a time writes a run folder; a second one is a UsageError. Yields the lock file. POSIX
+    only: where there is no flock (Windows), the folder is not guarded.
 
     The OS drops a flock when its process dies, so a lock file a killed run left blocks
     nothing. On leaving, the lock file goes, and so do the folders this call created when
@@ -114,6 +114,10 @@ def hold_run_folder(out: Path) -> Iterator[Path]:
 
 def _lock(lock: Path, out: Path) -> int:
     """An fd holding the flock of `lock`; UsageError when another process holds it."""
+    try:
+        import fcntl  # POSIX: Linux and macOS
+    except ImportError:  # Windows: no flock; the folder is not guarded there
+        return os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
         try:

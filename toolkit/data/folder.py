@@ -140,14 +140,20 @@ def _class_files(root: Path, base: Path) -> tuple[list[str], list[Path], list[in
         paths += kept
         labels += [label] * len(kept)
     if outside:
-        named = ", ".join(str(p.relative_to(root)) for p in outside[:NAMED_BAD])
-        more = f" and {len(outside) - NAMED_BAD} more" if len(outside) > NAMED_BAD else ""
-        print(
-            f"toolkit: warning: skipped {len(outside)} files in {root} that link out of {base}: "
-            f"{named}{more} (copy them into {base} to use them)",
-            file=sys.stderr,
+        _warn_skipped(
+            root,
+            outside,
+            f"{len(outside)} files in {root} that link out of {base}",
+            f" (copy them into {base} to use them)",
         )
     return [d.name for d in class_dirs], paths, labels
+
+
+def _warn_skipped(root: Path, skipped: list[Path], what: str, way_out: str = "") -> None:
+    """One warning line: `skipped WHAT: the first NAMED_BAD of them and N more WAY_OUT`."""
+    named = ", ".join(str(p.relative_to(root)) for p in skipped[:NAMED_BAD])
+    more = f" and {len(skipped) - NAMED_BAD} more" if len(skipped) > NAMED_BAD else ""
+    print(f"toolkit: warning: skipped {what}: {named}{more}{way_out}", file=sys.stderr)
 
 
 class _Inside:
@@ -176,13 +182,8 @@ def _decode(
     y = np.asarray(labels, np.int64)[ok]
     bad = [p for p, good in zip(paths, ok, strict=True) if not good]
     if bad:
-        named = ", ".join(str(p.relative_to(root)) for p in bad[:NAMED_BAD])
-        more = f" and {len(bad) - NAMED_BAD} more" if len(bad) > NAMED_BAD else ""
-        print(
-            f"toolkit: warning: skipped {len(bad)} of {len(paths)} images in {root} that "
-            f"cannot be read or decoded: {named}{more}",
-            file=sys.stderr,
-        )
+        what = f"{len(bad)} of {len(paths)} images in {root} that cannot be read or decoded"
+        _warn_skipped(root, bad, what)
     for label, name in enumerate(class_names):
         if not np.any(y == label):
             raise UsageError(
