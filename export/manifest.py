@@ -13,7 +13,7 @@ from export.validate import ArtifactInfo
 from toolkit import atomic
 from toolkit.formats import Format
 from toolkit.manifest import edit_manifest, sha256
-from toolkit.runfolder import EXPORT_DIR, LABELS_FILE, MODEL_FILE
+from toolkit.runfolder import EXPORT_DIR, LABELS_FILE, MODEL_FILE, labels_text
 from toolkit.versions import versions
 
 # the model the artifacts were converted from: the identity of a run wherever it is copied
@@ -108,7 +108,7 @@ def update_manifest(out: Path, head: dict, fmt: str, entry: dict) -> dict:
         artifacts[fmt] = entry
         return {**head, "artifacts": artifacts}
 
-    atomic.write_text(out / LABELS_FILE, "\n".join(head["class_names"]) + "\n")
+    atomic.write_text(out / LABELS_FILE, labels_text(head["class_names"]))
     return edit_manifest(out, merged)
 
 

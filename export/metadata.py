@@ -24,12 +24,12 @@ import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
 from export.tflite import packed_model
+from toolkit.runfolder import LABELS_FILE, labels_text  # the packed labels file has the run's name
 
 METADATA_NAME = "TFLITE_METADATA"  # the model metadata entry the readers look for
 FILE_IDENTIFIER = b"M001"
 # the oldest metadata parser that reads every field written here (all of schema 1.0.0)
 MIN_PARSER_VERSION = "1.0.0"
-LABELS_FILE = "labels.txt"
 
 # enum values of metadata_schema.fbs
 _TENSOR_AXIS_LABELS = 2  # AssociatedFileType
@@ -148,7 +148,7 @@ def _labels_zip(class_names: Sequence[str]) -> bytes:
     """labels.txt as a zip archive, appended after the flatbuffer the way the writers do."""
     archive = io.BytesIO()
     with zipfile.ZipFile(archive, "w") as zf:
-        zf.writestr(LABELS_FILE, "\n".join(class_names) + "\n")
+        zf.writestr(LABELS_FILE, labels_text(class_names))
     return archive.getvalue()
 
 

@@ -33,6 +33,13 @@ BENCH_FILES = ("bench.json", "bench.md", "bench.png")
 BENCH_TOP1_FILE = "bench_top1.json"  # each file's top-1 by data spec and sha256: a cache
 # `toolkit bench --interleaved`: every CPU file timed side by side in one process
 BENCH_INTERLEAVED_FILES = ("bench_interleaved.json", "bench_interleaved.md")
+
+
+def labels_text(class_names: list[str] | tuple[str, ...]) -> str:
+    """LABELS_FILE's content: class i on line i (train, export and the packed .tflite labels)."""
+    return "\n".join(class_names) + "\n"
+
+
 # config.json keys `toolkit train` writes that every later stage relies on: (path, what it is)
 REQUIRED_CONFIG = (
     (("options", "model"), "the model name"),

@@ -41,6 +41,7 @@ from toolkit.runfolder import (
     METRICS_FILE,
     MODEL_FILE,
     hold_run_folder,
+    labels_text,
     read_json,
 )
 from toolkit.training.history_plot import plot_history
@@ -255,7 +256,7 @@ def _train(options: TrainOptions, out: Path, resume: bool) -> Path:
         out.mkdir(parents=True, exist_ok=True)
         if not resume:
             atomic.write_json(out / CONFIG_FILE, _run_config(options, preset, data, norm))
-            atomic.write_text(out / LABELS_FILE, "\n".join(data.class_names) + "\n")
+            atomic.write_text(out / LABELS_FILE, labels_text(data.class_names))
         else:  # the kept settings, and a new total of epochs when --epochs changed it
             config = read_json(out / CONFIG_FILE)
             config.update(options=options.__dict__, preset=preset.to_dict())
