@@ -42,6 +42,10 @@ NO_MACS = (
     "model.json records no MAC count, and counting needs the Keras model: bench the run folder "
     "for MACs, GMAC/s and the roofline"
 )
+NO_ROOFLINE = (
+    "the roofline needs each layer's work and weights, which only the Keras model gives: bench "
+    "the run folder for the roofline (GMAC/s use model.json's macs_per_image)"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -175,12 +179,14 @@ def make_plan(args: argparse.Namespace) -> Plan:
     nothing = _nothing_to_bench(folder, runtimes, formats, files)
     if nothing:  # decided before any work: an empty table is no result, and nothing is written
         raise UsageError(nothing)
+    _check_runtimes_take(runtimes, [files[f] for f in formats])
     split = None  # other classes than the run's would score top-1 against the wrong names
     if args.data:
         from toolkit.rundata import load_split  # the data loaders import Keras
 
         split = load_split(run, "test", args.data)[:2]
     layers = layer_costs_of(run) if run is not None else []
+    export_macs = folder.manifest.get("macs_per_image") if run is None else None
     threads = args.threads or os.cpu_count()
     return Plan(
         run_dir=folder.path,
@@ -192,7 +198,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         batches=batches,
         protocol=protocol,
         threads=threads,
-        macs_per_image=sum(layer.macs for layer in layers) if run is not None else None,
+        macs_per_image=sum(layer.macs for layer in layers) if run is not None else export_macs,
         layers=tuple(layers),
         data_spec=args.data,
         command=_command(args, runtimes, formats, batches, protocol, threads),
@@ -201,7 +207,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         preset=folder.preset,
         kind=folder.kind,
         no_top1=None if run is not None else NO_TOP1,
-        no_macs=None if run is not None else NO_MACS,
+        no_macs=None if run is not None else (NO_ROOFLINE if export_macs else NO_MACS),
     )
 
 
@@ -238,6 +244,17 @@ def _nothing_to_bench(
         f"nothing to bench: --runtime {','.join(runtimes)} opens none of the chosen formats "
         f"{chosen}; {', or '.join(ways) or 'export the run first'}"
     )
+
+
+def _check_runtimes_take(runtimes: list[str], paths: list[Path]) -> None:
+    """UsageError before any timing when a chosen runtime refuses a file it would open (e.g.
+    MediaPipe a .tflite without metadata)."""
+    from toolkit.runtimes import RUNTIMES
+
+    for path in paths:
+        for runtime in runtimes:
+            if _opens(runtime, path) and (why := RUNTIMES[runtime].refuses(path)):
+                raise UsageError(why)
 
 
 def layer_costs_of(run) -> list[LayerCost]:

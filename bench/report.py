@@ -86,7 +86,9 @@ def not_measured(result: dict) -> list[str]:
     if why := result.get("data", {}).get("not_computed"):
         lines.append(f"top-1: not computed: {why}")
     if why := result["roofline"].get("not_available"):
-        lines.append(f"MACs, GMAC/s and the roofline: not available: {why}")
+        macs = any(row.get("gmacs") is not None for row in result["rows"])
+        what = "the roofline" if macs else "MACs, GMAC/s and the roofline"
+        lines.append(f"{what}: not available: {why}")
     return lines
 
 

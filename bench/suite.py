@@ -173,10 +173,13 @@ def measure_peaks(plan: Plan, runtimes: set[str], cache: Path) -> tuple[dict, li
     return peaks, entries
 
 
-def no_roofline(rows: list[dict], why: str) -> dict:
-    """The roofline section without MACs: every row's GMAC/s and fractions null, and why."""
+def no_roofline(rows: list[dict], why: str, keep_gmacs: bool = False) -> dict:
+    """The roofline section not measured: every row's fractions (and, without MACs, its GMAC/s)
+    null, and why."""
     for row in rows:
-        row.update(gmacs=None, roofline_fraction=None, attainable_fraction=None)
+        row.update(roofline_fraction=None, attainable_fraction=None)
+        if not keep_gmacs:
+            row["gmacs"] = None
     return {
         "macs": roofline.MACS,
         "not_available": why,
@@ -293,7 +296,7 @@ def run_suite(
     if plan.no_macs is None:
         roof = measure_roofline(plan, rows, cache or roofline.cache_dir())
     else:
-        roof = no_roofline(rows, plan.no_macs)
+        roof = no_roofline(rows, plan.no_macs, keep_gmacs=plan.macs_per_image is not None)
     return {
         "run": str(plan.run_dir),
         "kind": plan.kind,

@@ -13,6 +13,7 @@ from export.validate import ArtifactInfo
 from toolkit import atomic
 from toolkit.formats import Format
 from toolkit.manifest import edit_manifest, sha256
+from toolkit.models.macs import count_macs
 from toolkit.runfolder import EXPORT_DIR, LABELS_FILE, MODEL_FILE, labels_text
 from toolkit.versions import versions
 
@@ -89,6 +90,8 @@ def header(src: ExportSource) -> dict:
         "preprocessing": src.preprocessing,
         "class_names": src.class_names,
         "num_classes": src.num_classes,
+        # what `toolkit bench EXPORT_DIR` divides by for GMAC/s where there is no Keras model
+        "macs_per_image": src.memo("macs_per_image", lambda: count_macs(src.model)),
         "versions": versions(),
         "date": _now(),
     }

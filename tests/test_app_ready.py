@@ -9,10 +9,14 @@ int8 input or output, so a file it loads carries the metadata and the app's type
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from export import export_run
 from export.metadata import (
@@ -24,13 +28,15 @@ from export.metadata import (
 )
 from export.tflite import packed_model
 from toolkit.runtimes import open_artifact
+from toolkit.runtimes.base import close_session
 from toolkit.training.train import TrainOptions, train
 
 vision = pytest.importorskip("mediapipe.tasks.python.vision")
 mp = pytest.importorskip("mediapipe")
 from mediapipe.tasks.python import BaseOptions  # noqa: E402  (after the skip)
 
-SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10_train_sample.npz"
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT.parent / "shared" / "data" / "cifar10_train_sample.npz"
 MODELS = ("shiftvit", "vit-lsa")
 IMAGES = 64  # real images classified per file (the issue asks for >= 50)
 pytestmark = [
@@ -108,8 +114,6 @@ def test_tflite_files_say_probabilities_and_the_int8_one_takes_uint8_pixels(app_
 def test_metadata_is_the_standard_one_and_changes_nothing_computed(app_export, tmp_path):
     """Each file holds an M001 TFLITE_METADATA buffer and labels.txt packed after it; the same
     file without them computes bit-identical probabilities, and MediaPipe refuses it."""
-    from ai_edge_litert import schema_py_generated as schema
-
     folder, manifest, images = app_export
     names = manifest["class_names"]
     x = images[:16].astype(np.float32)
@@ -118,10 +122,7 @@ def test_metadata_is_the_standard_one_and_changes_nothing_computed(app_export, t
         metadata = read_metadata(data)
         assert metadata is not None and metadata[4:8] == FILE_IDENTIFIER, fmt
         assert packed_files(data) == {LABELS_FILE: ("\n".join(names) + "\n").encode()}
-        model = schema.ModelT.InitFromPackedBuf(data, 0)
-        model.metadata = [m for m in model.metadata if m.name.decode() != METADATA_NAME]
-        bare = tmp_path / f"bare_{entry['file']}"
-        bare.write_bytes(packed_model(model, len(data)))
+        bare = _strip_metadata(folder / entry["file"], tmp_path / f"bare_{entry['file']}")
         with_metadata = open_artifact(folder / entry["file"], "litert").run(x)
         without = open_artifact(bare, "litert").run(x)
         np.testing.assert_array_equal(with_metadata, without, err_msg=fmt)
@@ -138,3 +139,72 @@ def test_labels_and_model_json_agree(app_export):
         == manifest["class_names"]
         == json.loads((folder / "model.json").read_text())["class_names"]
     )
+
+
+def _strip_metadata(path: Path, out: Path) -> Path:
+    """`path` without its TFLITE_METADATA entry (and packed labels), as another program writes
+    a .tflite."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    data = path.read_bytes()
+    model = schema.ModelT.InitFromPackedBuf(data, 0)
+    model.metadata = [m for m in model.metadata if m.name.decode() != METADATA_NAME]
+    out.write_bytes(packed_model(model, len(data)))
+    return out
+
+
+def _toolkit(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *argv], capture_output=True, text=True, cwd=ROOT
+    )
+
+
+def test_the_mediapipe_runtime_is_the_task_itself(app_export):
+    """`--runtime mediapipe` gives exactly the scores MediaPipe's ImageClassifier gives, for
+    every .tflite file, through the same adapter interface predict and bench use."""
+    folder, manifest, images = app_export
+    names = manifest["class_names"]
+    for fmt, entry in _tflite_entries(manifest).items():
+        path = folder / entry["file"]
+        session = open_artifact(path, "mediapipe")
+        try:
+            got = session.run(images.astype(np.float32))
+        finally:
+            close_session(session)
+        want = _mediapipe_scores(path, images, names).astype(np.float32)
+        np.testing.assert_array_equal(got, want, err_msg=fmt)
+        assert session.input.dtype == "uint8" and session.output.name == "probabilities"
+
+
+def test_predict_and_bench_run_mediapipe_and_refuse_a_file_without_metadata(app_export, tmp_path):
+    """predict and bench with --runtime mediapipe: the same top-k as litert; a .tflite without
+    metadata (another program's) gets one line and exit 2, and bench writes nothing."""
+    folder, manifest, images = app_export
+    device = shutil.copytree(folder, tmp_path / "device")
+    pictures = []
+    for i, pixels in enumerate(images[:4]):
+        pictures.append(str(tmp_path / f"image{i}.png"))
+        Image.fromarray(pixels).save(pictures[-1])
+    model = str(device / manifest["artifacts"]["tflite"]["file"])
+    litert = _toolkit("predict", model, *pictures, "--runtime", "litert")
+    mediapipe = _toolkit("predict", model, *pictures, "--runtime", "mediapipe")
+    assert litert.returncode == mediapipe.returncode == 0, mediapipe.stderr[-2000:]
+    assert mediapipe.stdout == litert.stdout and "Traceback" not in mediapipe.stderr
+
+    done = _toolkit("bench", str(device), "--runtime", "mediapipe", "--seconds", "0.2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads((device / "bench.json").read_text())["rows"]
+    assert {r["format"] for r in rows} == set(_tflite_entries(manifest))
+    assert all(r["status"] == "ok" and r["p50_ms"] > 0 for r in rows), rows
+
+    bare = _strip_metadata(device / "model_fp32.tflite", device / "model_fp32.tflite")
+    for name in ("bench.json", "bench.md", "bench.png"):
+        (device / name).unlink(missing_ok=True)
+    for argv in (
+        ("predict", str(bare), pictures[0], "--runtime", "mediapipe"),
+        ("bench", str(device), "--runtime", "mediapipe", "--format", "tflite"),
+    ):
+        done = _toolkit(*argv)
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert done.stderr.count("\n") == 1 and "has no TFLite Model Metadata" in done.stderr
+    assert not [p for p in device.iterdir() if p.name.startswith("bench")]

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 from blockers import blocker_code
@@ -21,8 +22,14 @@ from bench.report import roofline_lines, terminal_table
 from cli.main import main
 from export import export_run
 from toolkit.manifest import sha256
-from toolkit.models import LayerCost
-from toolkit.runfolder import BENCH_FILES, BENCH_INTERLEAVED_FILES, BENCH_TOP1_FILE
+from toolkit.models import LayerCost, count_macs
+from toolkit.runfolder import (
+    BENCH_FILES,
+    BENCH_INTERLEAVED_FILES,
+    BENCH_TOP1_FILE,
+    MANIFEST_FILE,
+    MODEL_FILE,
+)
 from toolkit.runtimes import RUNTIMES, open_artifact
 from toolkit.runtimes.timing import Protocol, summarize, time_calls
 from toolkit.runtimes.worker import measure, run_worker, worker_command, worker_env
@@ -668,6 +675,7 @@ def test_round_robin_reverses_every_other_segment(monkeypatch):
 # what the device lacks: a finder at startup (sitecustomize) that every worker inherits
 DEVICE_BLOCKER = blocker_code(
     ("tensorflow", "tf_keras", "keras", "jax", "jaxlib", "tf2onnx", "onnx", "matplotlib")
+    + ("mediapipe",)  # not in `.[edge]`: its rows say it is unavailable
 )
 
 
@@ -691,9 +699,10 @@ def _on_device(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
 
 
 def test_export_folder_benches_without_tensorflow_keras_or_jax(run_dir, tmp_path):
-    """The export folder alone, copied elsewhere: litert and ort-cpu rows ok; no Keras row; top-1,
-    MACs, GMAC/s and the roofline null and said so in bench.md; no bench.png without matplotlib;
-    the interleaved mode too. The run folder itself says what it needs, and the way out."""
+    """The export folder alone, copied elsewhere: litert and ort-cpu rows ok (mediapipe's say it
+    is not installed); no Keras row; GMAC/s from model.json's MAC count; top-1 and the roofline
+    null and said so in bench.md; no bench.png without matplotlib; the interleaved mode too. The
+    run folder itself says what it needs, and the way out."""
     device = shutil.copytree(run_dir / "export", tmp_path / "device" / "model")
     for module in ("keras", "tensorflow", "jax", "onnx", "matplotlib"):  # as in any worker
         probe = [sys.executable, "-c", f"import {module}"]
@@ -704,17 +713,21 @@ def test_export_folder_benches_without_tensorflow_keras_or_jax(run_dir, tmp_path
     rows = {(r["format"], r["runtime"]): r for r in result["rows"]}
     want = {("onnx", "ort-cpu"), ("tflite", "litert"), ("tflite-int8", "litert")}
     assert want <= set(rows) and not any(r == "keras" for _, r in rows)
+    assert rows["tflite", "mediapipe"]["status"] == "unavailable"
+    macs = json.loads((device / MANIFEST_FILE).read_text())["macs_per_image"]
+    assert macs == count_macs(keras.saving.load_model(run_dir / MODEL_FILE, compile=False))
     for key in want:
         row = rows[key]
         assert row["status"] == "ok", row["reason"]
         assert row["p50_ms"] > 0 and row["top1"] is None
-        assert row["macs_per_image"] is None and row["gmacs"] is None
+        assert row["macs_per_image"] == macs
+        assert row["gmacs"] == pytest.approx(macs * row["batch"] / (row["p50_ms"] * 1e6))
         assert row["roofline_fraction"] is None
     assert result["kind"] == "export folder" and result["model"] == "shiftvit"
     assert result["data"]["not_computed"] and result["roofline"]["not_available"]
     assert result["roofline"]["peaks"] == []
     md = (device / "bench.md").read_text()
-    assert "- MACs, GMAC/s and the roofline: not available: model.json records no MAC" in md
+    assert "- the roofline: not available: the roofline needs each layer's work" in md
     assert "- top-1: not computed: an export folder has no test data" in md
     assert not (device / "bench.png").exists() and "matplotlib is not installed" in done.stderr
     assert not (device / BENCH_TOP1_FILE).exists()

@@ -16,6 +16,7 @@ from toolkit.models import build_model, get_preset
 from toolkit.runtimes import (
     DEFAULT_RUNTIME,
     RUNTIMES,
+    VERIFIED_RUNTIMES,
     RuntimeOptions,
     RuntimeUnavailable,
     TensorSpec,
@@ -72,7 +73,8 @@ def random_images(n: int, seed: int = 0) -> np.ndarray:
 
 
 def test_registry_covers_every_suffix():
-    assert set(RUNTIMES) == {"keras", "litert", "ort-cpu", "ort-cuda"}
+    assert set(RUNTIMES) == {"keras", "litert", "mediapipe", "ort-cpu", "ort-cuda"}
+    assert set(VERIFIED_RUNTIMES) == set(RUNTIMES) - {"mediapipe"}
     for name, entry in RUNTIMES.items():
         assert entry.name == name and entry.description
     for suffix, name in DEFAULT_RUNTIME.items():
@@ -82,9 +84,10 @@ def test_registry_covers_every_suffix():
     assert RUNTIMES["ort-cpu"].unavailable() is None
 
 
-@pytest.mark.parametrize("runtime", list(RUNTIMES))
+@pytest.mark.parametrize("runtime", list(VERIFIED_RUNTIMES))
 def test_runtime_matches_keras(artifacts, runtime):
-    """fp32 logits of every runtime match the in-memory Keras model within 1e-4."""
+    """fp32 logits of every verified runtime match the in-memory Keras model within 1e-4 (the
+    mediapipe runtime takes app files only: tests/test_app_ready.py checks it)."""
     model, paths = artifacts
     entry = RUNTIMES[runtime]
     if (reason := entry.unavailable()) is not None:
@@ -287,3 +290,20 @@ def test_a_graph_ort_cannot_capture_runs_node_by_node_and_says_why(monkeypatch, 
     monkeypatch.setattr(adapter, "open_session", lambda model, options, providers: (Captured(), []))
     session, state = adapter._cuda_graph_session(path, RuntimeOptions(), plain)
     assert isinstance(session, Captured) and state == "on"
+
+
+def test_mediapipe_refuses_files_without_metadata_in_one_line(artifacts, tmp_path):
+    """A .tflite without TFLite Model Metadata (another program's) and bytes that are no TFLite
+    model: one-line UsageErrors naming the way out, found before the task is created."""
+    pytest.importorskip("mediapipe")
+    _, paths = artifacts
+    garbage = tmp_path / "other.tflite"
+    garbage.write_bytes(b"\x00" * 64)
+    for path, words in ((paths[".tflite"], "has no TFLite Model Metadata"), (garbage, "is not a")):
+        assert words in RUNTIMES["mediapipe"].refuses(path)
+        with pytest.raises(UsageError, match=words) as caught:
+            open_artifact(path, "mediapipe")
+        message = str(caught.value)
+        assert len(message.splitlines()) == 1 and "toolkit export" in message
+    with pytest.raises(UsageError, match="opens .tflite files"):
+        open_artifact(paths[".onnx"], "mediapipe")

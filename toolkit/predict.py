@@ -10,7 +10,7 @@ import numpy as np
 from toolkit.errors import UsageError
 from toolkit.runfolder import LABELS_FILE
 from toolkit.runtimes import RUNTIMES, TensorSpec, open_artifact
-from toolkit.runtimes.base import gives_probabilities
+from toolkit.runtimes.base import close_session, gives_probabilities
 
 BATCH = 64  # images per run call, to bound memory on long file lists
 
@@ -22,7 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-k", type=int, default=5, help="classes per image (default 5)")
     parser.add_argument(
         "--runtime",
-        help=f"one of {', '.join(RUNTIMES)} (default: by suffix, .onnx -> ort-cpu)",
+        help=f"one of {', '.join(RUNTIMES)} (default: by suffix, .onnx -> ort-cpu, "
+        ".tflite -> litert; mediapipe runs a .tflite as an app's ImageClassifier does)",
     )
 
 
@@ -72,14 +73,17 @@ def run(args: argparse.Namespace) -> int:
     if args.top_k < 1:
         raise UsageError(f"--top-k must be at least 1, not {args.top_k}")
     session = open_artifact(args.artifact, args.runtime)
-    size = image_size(session.input, args.artifact)
-    images = np.stack([load_image(path, size) for path in args.images])
-    outputs = np.concatenate(
-        [
-            session.run(images[i : i + BATCH].astype(np.float32))
-            for i in range(0, len(images), BATCH)
-        ]
-    )
+    try:
+        size = image_size(session.input, args.artifact)
+        images = np.stack([load_image(path, size) for path in args.images])
+        outputs = np.concatenate(
+            [
+                session.run(images[i : i + BATCH].astype(np.float32))
+                for i in range(0, len(images), BATCH)
+            ]
+        )
+    finally:
+        close_session(session)
     names = find_labels(args.artifact, outputs.shape[-1])
     # the .tflite app files give probabilities already; the others give logits
     scores = outputs if gives_probabilities(session.output) else softmax(outputs)

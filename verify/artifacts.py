@@ -14,7 +14,7 @@ from toolkit.errors import UsageError, first_line
 from toolkit.formats import FORMATS
 from toolkit.progress import progress
 from toolkit.runfolder import MANIFEST_FILE, MODEL_FILE
-from toolkit.runtimes import RUNTIMES, RuntimeUnavailable
+from toolkit.runtimes import VERIFIED_RUNTIMES, RuntimeUnavailable
 from verify.cells import ERROR, UNAVAILABLE, cell, summarize
 from verify.rules import Rule, rule_for
 
@@ -55,7 +55,7 @@ def artifact_cells(
         (fmt, folder / str(artifacts[fmt].get("file", "")), runtime)
         for fmt in formats
         for runtime in runtimes
-        if Path(str(artifacts[fmt].get("file", ""))).suffix in RUNTIMES[runtime].suffixes
+        if Path(str(artifacts[fmt].get("file", ""))).suffix in VERIFIED_RUNTIMES[runtime].suffixes
     ]
     cells = []
     for fmt, path, runtime in todo:
@@ -76,7 +76,7 @@ def _artifact_cell(
     if not path.is_file():
         missing = f"{path} is listed in {MANIFEST_FILE} but missing: export it again"
         return target.cell(ERROR, missing)
-    reason = RUNTIMES[runtime].unavailable()
+    reason = VERIFIED_RUNTIMES[runtime].unavailable()
     if reason is not None:
         return target.cell(UNAVAILABLE, reason)
     try:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.errors import first_line
-from toolkit.runtimes import RUNTIMES, RuntimeUnavailable, Session, open_artifact
+from toolkit.runtimes import VERIFIED_RUNTIMES, RuntimeUnavailable, Session, open_artifact
 from verify.metrics import compare
 from verify.quantscale import output_scale
 from verify.rules import Rule, Tolerances, judge
@@ -36,7 +36,7 @@ def cell(
 
 def open_session(path: Path, runtime: str) -> Session | str:
     """An open session, or why the runtime cannot run here (never a fallback runtime)."""
-    reason = RUNTIMES[runtime].unavailable()
+    reason = VERIFIED_RUNTIMES[runtime].unavailable()
     if reason is not None:
         return reason
     try:

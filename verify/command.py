@@ -11,7 +11,7 @@ from toolkit import atomic
 from toolkit.argtypes import ALL, finite_float
 from toolkit.errors import UsageError
 from toolkit.runfolder import EXPORT_DIR, MANIFEST_FILE, VERIFY_FILE, VERIFY_LAYERS_PLOT
-from toolkit.runtimes import RUNTIMES
+from toolkit.runtimes import VERIFIED_RUNTIMES
 from toolkit.scratch import remove_dead_scratch
 from verify.cases import OP_CASES, SHAPE_SETS
 from verify.layerlevel import LAYER_SAMPLES, verify_layers_run
@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         dest="runtime",
         default=ALL,
         metavar="R[,R...]",
-        help=f"runtimes to check (default all: {','.join(RUNTIMES)})",
+        help=f"runtimes to check (default all: {','.join(VERIFIED_RUNTIMES)})",
     )
     p.add_argument(
         "--samples",

@@ -19,7 +19,7 @@ from toolkit.errors import UsageError
 from toolkit.formats import FORMATS, parse_formats
 from toolkit.manifest import sha256
 from toolkit.runfolder import Run, open_run
-from toolkit.runtimes import RUNTIMES, run_in_chunks
+from toolkit.runtimes import VERIFIED_RUNTIMES, run_in_chunks
 from toolkit.versions import versions
 from verify.artifacts import Target, artifact_cells, level_report
 from verify.boundaries import (
@@ -78,7 +78,7 @@ def verify_layers_run(
 ) -> dict:
     """The report of `toolkit verify RUN --layers`; bad input is a UsageError before any work."""
     run = open_run(run_dir)
-    chosen = choose_names(runtimes, RUNTIMES, "runtime")
+    chosen = choose_names(runtimes, VERIFIED_RUNTIMES, "runtime")
     names = check_formats(formats, run.manifest())
     model = run.load_model()
     samples = LAYER_SAMPLES if samples is None else samples

@@ -14,7 +14,7 @@ from toolkit.errors import UsageError
 from toolkit.predict import softmax
 from toolkit.rundata import load_split
 from toolkit.runfolder import MODEL_FILE, Run
-from toolkit.runtimes import RUNTIMES, open_artifact, run_in_chunks
+from toolkit.runtimes import VERIFIED_RUNTIMES, open_artifact, run_in_chunks
 from toolkit.runtimes.base import gives_probabilities
 from verify.artifacts import Target, artifact_cells, level_report
 from verify.cells import open_session, verdict
@@ -44,7 +44,7 @@ def verify_models(
     `data`: (images, labels, spec) already loaded by `test_images`, else loaded here.
     """
     start = time.perf_counter()
-    chosen = choose_names(runtimes, RUNTIMES, "runtime")
+    chosen = choose_names(runtimes, VERIFIED_RUNTIMES, "runtime")
     folder, manifest = run.export_dir, run.manifest()
     data = data if data is not None else test_images(run, samples)
     images, labels, _ = data

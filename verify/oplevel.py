@@ -11,7 +11,7 @@ import numpy as np
 from toolkit.argtypes import ALL, choose_names
 from toolkit.errors import UsageError, first_line
 from toolkit.progress import progress
-from toolkit.runtimes import RUNTIMES
+from toolkit.runtimes import VERIFIED_RUNTIMES
 from toolkit.scratch import scratch_dir
 from verify.cases import (
     OP_CASES,
@@ -63,7 +63,7 @@ def verify_ops(
     `runtimes`: comma lists or lists of names (default all).
     """
     names = choose_names(ops, OP_CASES, "op")
-    chosen = choose_names(runtimes, RUNTIMES, "runtime")
+    chosen = choose_names(runtimes, VERIFIED_RUNTIMES, "runtime")
     overrides = dict(overrides or {})
     _check_overrides(overrides, names)
     start = time.perf_counter()

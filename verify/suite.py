@@ -9,7 +9,7 @@ from pathlib import Path
 from toolkit.argtypes import ALL, choose_names
 from toolkit.errors import UsageError, first_line
 from toolkit.runfolder import Run, open_run
-from toolkit.runtimes import RUNTIMES
+from toolkit.runtimes import VERIFIED_RUNTIMES
 from toolkit.versions import versions
 from verify.attribution import attribute_int8, int8_formats
 from verify.cases import OP_CASES, Params
@@ -37,7 +37,7 @@ def verify_run(
     if level not in LEVELS:
         raise UsageError(f"unknown level '{level}': choose from {', '.join(LEVELS)}")
     run = open_run(run_dir)
-    chosen = choose_names(runtimes, RUNTIMES, "runtime")
+    chosen = choose_names(runtimes, VERIFIED_RUNTIMES, "runtime")
     op_names = choose_names(ops, OP_CASES, "op")
     if level != "ops":  # another program's model, bad export folder, --samples or data:
         run.load_model()  # fail before any work

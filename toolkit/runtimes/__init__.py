@@ -1,4 +1,5 @@
-"""Runtime adapters (Keras, LiteRT, ONNX Runtime) behind one interface, and `open_artifact`."""
+"""Runtime adapters (Keras, LiteRT, MediaPipe Tasks, ONNX Runtime) behind one interface, and
+`open_artifact`."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from toolkit.runtimes.base import (
 )
 from toolkit.runtimes.keras_runtime import open_keras
 from toolkit.runtimes.litert import litert_unavailable, open_litert
+from toolkit.runtimes.mediapipe import mediapipe_refuses, mediapipe_unavailable, open_mediapipe
 from toolkit.runtimes.onnxruntime import (
     open_ort_cpu,
     open_ort_cuda,
@@ -30,12 +32,24 @@ RUNTIMES: dict[str, Runtime] = {
         Runtime(
             "litert", (".tflite",), open_litert, litert_unavailable, "LiteRT interpreter, XNNPACK"
         ),
+        Runtime(
+            "mediapipe",
+            (".tflite",),
+            open_mediapipe,
+            mediapipe_unavailable,
+            "MediaPipe Tasks ImageClassifier: an app's path, uint8 frames, pre/postprocessing in",
+            verified=False,
+            refuses=mediapipe_refuses,
+        ),
         Runtime("ort-cpu", (".onnx",), open_ort_cpu, ort_cpu_unavailable, "ONNX Runtime, CPU"),
         Runtime("ort-cuda", (".onnx",), open_ort_cuda, ort_cuda_unavailable, "ONNX Runtime, CUDA"),
     )
 }
 DEFAULT_RUNTIME: dict[str, str] = {".keras": "keras", ".tflite": "litert", ".onnx": "ort-cpu"}
 DEFAULT_OPTIONS = RuntimeOptions()
+# what `toolkit verify` compares cell by cell against Keras; MediaPipe runs only app files (with
+# metadata), not verify's op and layer graphs: tests/test_app_ready.py checks it against litert
+VERIFIED_RUNTIMES: dict[str, Runtime] = {n: r for n, r in RUNTIMES.items() if r.verified}
 
 __all__ = [
     "DEFAULT_OPTIONS",
@@ -46,6 +60,7 @@ __all__ = [
     "RuntimeUnavailable",
     "Session",
     "TensorSpec",
+    "VERIFIED_RUNTIMES",
     "get_runtime",
     "open_artifact",
     "run_in_chunks",

@@ -55,6 +55,14 @@ class Session(Protocol):
         ...
 
 
+def close_session(session: Session) -> None:
+    """Release a session's runtime now, for the adapters that hold one (MediaPipe's task must
+    be closed before interpreter exit); the others are released when collected."""
+    close = getattr(session, "close", None)
+    if close is not None:
+        close()
+
+
 @dataclass(frozen=True)
 class Runtime:
     """A registry entry: how to open artifacts of some suffixes, and whether it can run here."""
@@ -64,6 +72,9 @@ class Runtime:
     open: Callable[[Path, RuntimeOptions], Session]
     unavailable: Callable[[], str | None] = field(default=lambda: None)  # reason, or None
     description: str = ""
+    verified: bool = True  # whether `toolkit verify` checks files in it against Keras
+    # why it cannot take a file, found without loading it (bench refuses before any timing)
+    refuses: Callable[[Path], str | None] = field(default=lambda path: None)
 
 
 class RuntimeUnavailable(UsageError):

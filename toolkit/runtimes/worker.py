@@ -28,6 +28,7 @@ import numpy as np
 
 from toolkit.argtypes import finite_float
 from toolkit.runtimes import RuntimeOptions, RuntimeUnavailable, open_artifact
+from toolkit.runtimes.base import close_session
 from toolkit.runtimes.timing import Protocol, summarize, time_calls, timed_once
 
 MODULE = "toolkit.runtimes.worker"  # what `python -m` runs
@@ -101,6 +102,8 @@ def measure(
         times = time_calls(call, protocol)
     except Exception as exc:  # noqa: BLE001
         return {**row, "reason": one_line(exc), "peak_rss_mb": round(peak_rss_mb(), 1)}
+    finally:
+        close_session(session)
     stats = summarize(times, batch)
     return {**row, "status": "ok", **stats.to_dict(), "peak_rss_mb": round(peak_rss_mb(), 1)}
 
