@@ -137,3 +137,20 @@ def test_train_help_names_every_model_and_preset(capsys):
     model_help = text.split("--model MODEL")[-1].split("--preset PRESET")[0]
     assert [name for name in PRESET_PURPOSES if name not in preset_help] == []
     assert [name for name in PRESETS if name not in model_help] == []
+
+
+def test_presets_prints_the_tables_of_docs_presets(capsys):
+    """`toolkit presets` lists every preset, the ImageNet ones at 224x224 beside the paper."""
+    from toolkit.models.presets import PRESETS
+    from toolkit.models.table import DOC
+
+    assert main(["presets"]) == 0
+    out = capsys.readouterr().out
+    doc = DOC.read_text()
+    for marker in ("presets", "paper-presets"):
+        block = doc.split(f"<!-- {marker}:begin -->\n", 1)[1].split(f"<!-- {marker}:end -->")[0]
+        assert block.strip() in out
+    rows = [line.split(" | ")[:2] for line in out.splitlines() if line.startswith("| ")]
+    listed = {(model.lstrip("| "), name) for model, name in rows}
+    assert {(m, p) for m in PRESETS for p in PRESETS[m]} <= listed
+    assert "| shiftvit | shift-t | Shift-T |" in out and "| 28,566,472 | 29 M |" in out

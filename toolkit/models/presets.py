@@ -251,7 +251,7 @@ def _vit_variant(presets: dict, spt: bool, lsa: bool) -> dict:
     return {name: (replace(arch, spt=spt, lsa=lsa), tr) for name, (arch, tr) in presets.items()}
 
 
-# what each preset name is for (the README's presets table)
+# what each preset name is for (the "for" column of docs/presets.md's table)
 PRESET_PURPOSES = {
     "seed": "the keras.io example's hyperparameters: the results to compare",
     "small": "quick experiments on a CPU",
