@@ -22,7 +22,9 @@ def _add_train(p: argparse.ArgumentParser) -> None:
     # Defaults are TrainOptions' (None here means "not given"): a resumed run keeps its own.
     p.add_argument("--model", help="shiftvit, vit-lsa or vit (with --resume: the run's)")
     p.add_argument(
-        "--preset", help="seed, small, tiny or cpu60 (default tiny; `toolkit presets` lists them)"
+        "--preset",
+        help="seed, small, tiny, cpu60, or for ImageNet shift-t-light, shift-t, shift-s, shift-b "
+        "(default tiny; `toolkit presets` lists them)",
     )
     p.add_argument("--data", help="cifar10, cifar100, npz:PATH, folder:PATH, shapes (default)")
     p.add_argument("--epochs", type=int, help="default: the preset's; with --resume: the new total")
@@ -152,21 +154,29 @@ def _run_bench(args: argparse.Namespace) -> int:
 
 def _add_presets(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--classes", type=positive_int, default=10, help="number of classes (default 10)"
+        "--classes",
+        type=positive_int,
+        help="number of classes (default: each preset's own, 10 or 1000 for ImageNet presets)",
     )
     p.add_argument(
         "--resolution",
         type=positive_int,
-        default=32,
-        help="input image size (default 32); any positive size fits: each model resizes its "
-        "input to its preset's image size (a multiple of the patch size) before the patches",
+        help="input image size (default: each preset's own, 32 or 224 for ImageNet presets); "
+        "any positive size fits: each model resizes its input to its preset's image size (a "
+        "multiple of the patch size) before the patches",
     )
 
 
 def _run_presets(args: argparse.Namespace) -> int:
-    from toolkit.models.table import preset_table
+    from toolkit.models import table
+    from toolkit.models.presets import IMAGENET, SMALL_IMAGES
 
-    print(preset_table((args.resolution, args.resolution, 3), args.classes))
+    if args.classes is None and args.resolution is None:  # the tables of docs/presets.md
+        print(f"{SMALL_IMAGES.title}:\n\n{table.preset_table_markdown()}")
+        print(f"{IMAGENET.title}, beside the paper's figures:\n\n{table.paper_table()}")
+        return 0
+    resolution = args.resolution or table.README_INPUT[0]
+    print(table.preset_table((resolution, resolution, 3), args.classes or table.README_CLASSES))
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -130,8 +131,26 @@ def test_train_help_names_every_model_and_preset(capsys):
 
     with pytest.raises(SystemExit):
         main(["train", "--help"])
-    text = " ".join(capsys.readouterr().out.split())
+    # one line per paragraph; argparse may wrap a name at its hyphen (shift-t-light)
+    text = " ".join(re.sub(r"-\n\s+", "-", capsys.readouterr().out).split())
     preset_help = text.split("--preset PRESET")[-1].split("--data DATA")[0]
     model_help = text.split("--model MODEL")[-1].split("--preset PRESET")[0]
     assert [name for name in PRESET_PURPOSES if name not in preset_help] == []
     assert [name for name in PRESETS if name not in model_help] == []
+
+
+def test_presets_prints_the_tables_of_docs_presets(capsys):
+    """`toolkit presets` lists every preset, the ImageNet ones at 224x224 beside the paper."""
+    from toolkit.models.presets import PRESETS
+    from toolkit.models.table import DOC
+
+    assert main(["presets"]) == 0
+    out = capsys.readouterr().out
+    doc = DOC.read_text()
+    for marker in ("presets", "paper-presets"):
+        block = doc.split(f"<!-- {marker}:begin -->\n", 1)[1].split(f"<!-- {marker}:end -->")[0]
+        assert block.strip() in out
+    rows = [line.split(" | ")[:2] for line in out.splitlines() if line.startswith("| ")]
+    listed = {(model.lstrip("| "), name) for model, name in rows}
+    assert {(m, p) for m in PRESETS for p in PRESETS[m]} <= listed
+    assert "| shiftvit | shift-t | Shift-T |" in out and "| 28,566,472 | 29 M |" in out

@@ -132,21 +132,29 @@ def test_warmup_cosine_serializes():
     assert again.get_config() == schedule.get_config()
 
 
-def test_readme_presets_table_is_the_generated_one():
-    from pathlib import Path
+def test_docs_presets_tables_are_the_generated_ones():
+    from toolkit.models.table import DOC, doc_blocks, with_blocks
 
-    from toolkit.models.table import preset_table_markdown
-
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    start, end = "<!-- presets:begin -->\n", "<!-- presets:end -->"
-    if start not in text or end not in text:
-        pytest.fail(f"README.md has no {start.strip()} ... {end} markers around the presets table")
-    table = text.split(start, 1)[1].split(end, 1)[0]
-    assert table == preset_table_markdown(), (
-        "README presets table is stale: paste toolkit.models.table.preset_table_markdown() "
-        "between the markers"
+    text = DOC.read_text()
+    assert text == with_blocks(text, doc_blocks()), (
+        "docs/presets.md's tables are stale: run `python -m toolkit.models.table`"
     )
-    assert "| shiftvit | seed |" in table and "| 103.9 M |" in table
+    small = text.split("<!-- presets:begin -->\n", 1)[1].split("<!-- presets:end -->", 1)[0]
+    assert "| shiftvit | seed |" in small and "| 103.9 M |" in small
+    assert "shift-b" not in small  # ImageNet presets: in their own table, at 224x224
+    paper = text.split("<!-- paper-presets:begin -->\n", 1)[1]
+    assert "| shiftvit | shift-b | Shift-B |" in paper and "| 89,026,152 | 89 M |" in paper
+
+
+def test_doc_blocks_replace_only_between_their_markers():
+    from toolkit.models.table import with_blocks
+
+    text = "intro\n<!-- a:begin -->\nold\n<!-- a:end -->\nrest\n"
+    assert with_blocks(text, {"a": "new\n"}) == (
+        "intro\n<!-- a:begin -->\nnew\n<!-- a:end -->\nrest\n"
+    )
+    with pytest.raises(ValueError, match="no <!-- b:begin -->"):
+        with_blocks(text, {"b": "x\n"})
 
 
 def test_every_preset_name_says_what_it_is_for():

@@ -1,7 +1,11 @@
 """Presets are data: one architecture and one training recipe per (model, preset) pair.
 
 `seed` keeps the keras.io examples' hyperparameters exactly; `small` and `tiny` shrink them
-for quick experiments and tests on a CPU.
+for quick experiments and tests on a CPU; `cpu60` is tuned for an hour on 2 CPU cores.
+`shift-t-light`, `shift-t`, `shift-s` and `shift-b` are the ImageNet-1k models of the ShiftViT
+paper (Wang et al., AAAI 2022) as the official code builds them (microsoft/SPACH,
+models/registry.py), with as much of the paper's training recipe as the toolkit implements:
+see `_PAPER_TRAIN`.
 """
 
 from __future__ import annotations
@@ -189,20 +193,120 @@ _VIT = {
 }
 
 
+# The paper's ImageNet-1k recipe: that of Swin and DeiT, as the official code's main.py sets it
+# (microsoft/SPACH: --epochs 300, --lr 5e-4 per 512 images scaled linearly with the global
+# batch, --warmup-epochs 20, --warmup-lr 1e-6, --sched cosine, --opt adamw, --weight-decay
+# 0.05, --reprob 0.25) at the paper's global batch of 1024 (8 GPUs x 128): lr 1e-3.
+# `batch_size` is the global batch: N data-parallel processes take 1024 / N images each.
+# Implemented here: AdamW, linear warm-up from 1e-6 over 20 of 300 epochs, cosine decay,
+# horizontal flip, random erasing (p = 0.25) and stochastic depth (each preset's drop_path).
+# NOT implemented by the toolkit, so NOT part of these presets (training with them does not
+# reproduce the paper's accuracy): RandAugment (rand-m9-mstd0.5-inc1), Mixup (alpha 0.8),
+# CutMix (alpha 1.0), label smoothing (0.1), repeated augmentation, model EMA (decay 0.99996),
+# RandomResizedCrop with bicubic resampling (crop_resize (256, 224), a resize and a random
+# 224 crop, stands in for it), the cosine's floor (min lr 1e-5; here it decays to 0) and weight
+# decay left off biases and norms (AdamW here decays every weight).
+_PAPER_TRAIN = TrainRecipe(
+    batch_size=1024,
+    epochs=300,
+    lr_start=1e-6,
+    lr_max=1e-3,
+    weight_decay=0.05,
+    warmup_fraction=20 / 300,
+    augmentation=Augmentation(flip=True, crop_resize=(256, 224), erasing=0.25),
+)
+# The paper's ImageNet models as the official registry builds them (shiftvit_light_tiny,
+# shiftvit_r2_tiny, shiftvit_r2_small, shiftvit_r2_base): patch 4, no dropout, GELU MLPs.
+# The official code also normalises the patch embedding's output (a GroupNorm: 2 x dim
+# weights this model does not have) and uses GroupNorm(1 group) where this model uses
+# LayerNormalization over channels (the same weights, statistics over H, W and C there).
+_PAPER_ARCH = ShiftViTArch(image_size=224, patch_size=4, epsilon=1e-5, dropout=0.0)
+_SHIFTVIT_PAPER = {
+    "shift-t-light": (
+        replace(_PAPER_ARCH, dim=96, depths=(2, 2, 6, 2), mlp_ratio=4.0, num_div=12, drop_path=0.2),
+        _PAPER_TRAIN,
+    ),
+    "shift-t": (
+        replace(
+            _PAPER_ARCH, dim=96, depths=(6, 8, 18, 6), mlp_ratio=2.0, num_div=12, drop_path=0.2
+        ),
+        _PAPER_TRAIN,
+    ),
+    "shift-s": (
+        replace(
+            _PAPER_ARCH, dim=96, depths=(10, 18, 36, 10), mlp_ratio=2.0, num_div=12, drop_path=0.4
+        ),
+        _PAPER_TRAIN,
+    ),
+    "shift-b": (
+        replace(
+            _PAPER_ARCH, dim=128, depths=(10, 18, 36, 10), mlp_ratio=2.0, num_div=16, drop_path=0.6
+        ),
+        _PAPER_TRAIN,
+    ),
+}
+
+
 def _vit_variant(presets: dict, spt: bool, lsa: bool) -> dict:
     return {name: (replace(arch, spt=spt, lsa=lsa), tr) for name, (arch, tr) in presets.items()}
 
 
-# what each preset name is for (the README's presets table)
+# what each preset name is for (the "for" column of docs/presets.md's table)
 PRESET_PURPOSES = {
     "seed": "the keras.io example's hyperparameters: the results to compare",
     "small": "quick experiments on a CPU",
     "tiny": "tests and `toolkit demo`: minutes on a CPU",
     "cpu60": "the most accuracy from 60 minutes of training on 2 CPU cores",
+    "shift-t-light": "the paper's Shift-T/light on ImageNet-1k (Swin-T's depths, MLP ratio 4)",
+    "shift-t": "the paper's Shift-T on ImageNet-1k",
+    "shift-s": "the paper's Shift-S on ImageNet-1k",
+    "shift-b": "the paper's Shift-B on ImageNet-1k",
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The images a preset is made for: what `toolkit presets` and docs/presets.md build it at."""
+
+    title: str
+    input_shape: tuple[int, int, int]
+    num_classes: int
+
+
+SMALL_IMAGES = Workload("32x32 RGB images, 10 classes (CIFAR-10)", (32, 32, 3), 10)
+IMAGENET = Workload("224x224 RGB images, 1000 classes (ImageNet-1k)", (224, 224, 3), 1000)
+# preset name -> its workload; a name not here is made for SMALL_IMAGES. Tests that build or
+# train every preset on small images leave out the presets made for larger workloads.
+PRESET_WORKLOADS: dict[str, Workload] = dict.fromkeys(_SHIFTVIT_PAPER, IMAGENET)
+
+
+def workload(name: str) -> Workload:
+    """The workload preset `name` is made for (SMALL_IMAGES unless PRESET_WORKLOADS says)."""
+    return PRESET_WORKLOADS.get(name, SMALL_IMAGES)
+
+
+@dataclass(frozen=True)
+class PaperFigures:
+    """A preset's row in its paper's table: the model's name there, parameters in millions,
+    FLOPs in billions (multiply-accumulates, as Swin and ShiftViT count them) and top-1 (%)."""
+
+    name: str
+    params_m: float
+    gflops: float
+    top1: float
+
+
+# The ShiftViT paper's ImageNet-1k table (224x224 input); Shift-T/light, Shift-T and Shift-S
+# are also in the official README's table (microsoft/SPACH), with their checkpoints.
+PAPER_FIGURES: dict[str, PaperFigures] = {
+    "shift-t-light": PaperFigures("Shift-T/light", 20, 3.0, 79.4),
+    "shift-t": PaperFigures("Shift-T", 29, 4.5, 81.7),
+    "shift-s": PaperFigures("Shift-S", 50, 8.8, 82.8),
+    "shift-b": PaperFigures("Shift-B", 89, 15.6, 83.3),
 }
 
 PRESETS: dict[str, dict[str, tuple[ShiftViTArch | ViTArch, TrainRecipe]]] = {
-    "shiftvit": _SHIFTVIT,
+    "shiftvit": {**_SHIFTVIT, **_SHIFTVIT_PAPER},
     "vit-lsa": _vit_variant(_VIT, spt=True, lsa=True),
     "vit": _vit_variant(_VIT, spt=False, lsa=False),
 }

@@ -1,16 +1,34 @@
-"""A markdown table of every (model, preset): what it is for, architecture, size, compute and
-training recipe; the README's copy is `preset_table_markdown()` (checked by a test)."""
+"""Markdown tables of every (model, preset): what it is for, architecture, size, compute and
+training recipe, each preset built for the workload it is made for (`presets.workload`).
+
+docs/presets.md holds them between markers (`<!-- NAME:begin -->` ... `<!-- NAME:end -->`, one
+pair per entry of `doc_blocks()`); a test checks they are what this code gives, and
+`python -m toolkit.models.table` rewrites them there.
+"""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from toolkit.models.macs import count_macs
-from toolkit.models.presets import PRESET_PURPOSES, PRESETS, ShiftViTArch, ViTArch, get_preset
+from toolkit.models.presets import (
+    IMAGENET,
+    PAPER_FIGURES,
+    PRESET_PURPOSES,
+    PRESETS,
+    SMALL_IMAGES,
+    ShiftViTArch,
+    ViTArch,
+    get_preset,
+    workload,
+)
 from toolkit.models.registry import build_model
 
-README_INPUT = (32, 32, 3)
-README_CLASSES = 10
+README_INPUT = SMALL_IMAGES.input_shape
+README_CLASSES = SMALL_IMAGES.num_classes
+DOC = Path(__file__).resolve().parents[2] / "docs" / "presets.md"
 
 
 def _shiftvit_shape(arch: ShiftViTArch) -> str:
@@ -26,28 +44,89 @@ def _vit_shape(arch: ViTArch) -> str:
 _SHAPES: dict[type, Callable] = {ShiftViTArch: _shiftvit_shape, ViTArch: _vit_shape}
 
 
+def _pairs(names: set[str] | None) -> list[tuple[str, str]]:
+    """Every (model, preset name) of PRESETS, in order; only `names` when given."""
+    return [
+        (m, p) for m, presets in PRESETS.items() for p in presets if names is None or p in names
+    ]
+
+
 def preset_table(
-    input_shape: tuple[int, int, int] = README_INPUT, num_classes: int = README_CLASSES
+    input_shape: tuple[int, int, int] = README_INPUT,
+    num_classes: int = README_CLASSES,
+    names: set[str] | None = None,
 ) -> str:
-    """Build each preset for `input_shape` images and tabulate its size, compute and recipe."""
+    """Build each preset (those in `names`, or all) for `input_shape` images and tabulate its
+    size, compute and recipe."""
     rows = [
         "| model | preset | for | image | patch | depth / width | parameters | MACs / image "
         "| epochs | batch |",
         "|---|---|---|---:|---:|---|---:|---:|---:|---:|",
     ]
-    for model, presets in PRESETS.items():
-        for name in presets:
-            preset = get_preset(model, name)
-            arch, train = preset.arch, preset.train
-            net = build_model(preset, input_shape, num_classes)
-            rows.append(
-                f"| {model} | {name} | {PRESET_PURPOSES[name]} | {arch.image_size} "
-                f"| {arch.patch_size} | {_SHAPES[type(arch)](arch)} | {net.count_params():,} "
-                f"| {count_macs(net) / 1e6:,.1f} M | {train.epochs} | {train.batch_size} |"
-            )
+    for model, name in _pairs(names):
+        preset = get_preset(model, name)
+        arch, train = preset.arch, preset.train
+        net = build_model(preset, input_shape, num_classes)
+        rows.append(
+            f"| {model} | {name} | {PRESET_PURPOSES[name]} | {arch.image_size} "
+            f"| {arch.patch_size} | {_SHAPES[type(arch)](arch)} | {net.count_params():,} "
+            f"| {count_macs(net) / 1e6:,.1f} M | {train.epochs} | {train.batch_size} |"
+        )
+    return "\n".join(rows)
+
+
+def paper_table() -> str:
+    """The presets with a row in their paper's table, built for ImageNet-1k (224x224 RGB, 1000
+    classes), beside the paper's parameters, FLOPs (MACs) and top-1."""
+    rows = [
+        "| model | preset | paper's model | depth / width | MLP ratio | drop path | parameters "
+        "| paper | MACs / image | paper | paper top-1 | epochs | global batch |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for model, name in _pairs(set(PAPER_FIGURES)):
+        preset, paper = get_preset(model, name), PAPER_FIGURES[name]
+        arch, train = preset.arch, preset.train
+        net = build_model(preset, IMAGENET.input_shape, IMAGENET.num_classes)
+        rows.append(
+            f"| {model} | {name} | {paper.name} | {_SHAPES[type(arch)](arch)} "
+            f"| {arch.mlp_ratio:g} | {arch.drop_path:g} | {net.count_params():,} "
+            f"| {paper.params_m:g} M | {count_macs(net) / 1e9:.2f} G | {paper.gflops:.1f} G "
+            f"| {paper.top1:g}% | {train.epochs} | {train.batch_size} |"
+        )
     return "\n".join(rows)
 
 
 def preset_table_markdown() -> str:
-    """The README's presets table (32x32 RGB input, 10 classes), newline-terminated."""
-    return preset_table(README_INPUT, README_CLASSES) + "\n"
+    """The presets made for small images, at 32x32 RGB input and 10 classes, newline-ended."""
+    small = {p for _, p in _pairs(None) if workload(p) == SMALL_IMAGES}
+    return preset_table(README_INPUT, README_CLASSES, small) + "\n"
+
+
+def doc_blocks() -> dict[str, str]:
+    """docs/presets.md's generated blocks: marker name -> markdown (newline-terminated)."""
+    return {"presets": preset_table_markdown(), "paper-presets": paper_table() + "\n"}
+
+
+def with_blocks(text: str, blocks: dict[str, str]) -> str:
+    """`text` with what lies between each block's markers replaced by the block's markdown."""
+    for marker, body in blocks.items():
+        start, end = f"<!-- {marker}:begin -->\n", f"<!-- {marker}:end -->"
+        if start not in text or end not in text.split(start, 1)[1]:
+            raise ValueError(f"no {start.strip()} ... {end} markers: add them where it goes")
+        head, rest = text.split(start, 1)
+        text = head + start + body + end + rest.split(end, 1)[1]
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Rewrite the generated blocks of docs/presets.md (or the file given) in place."""
+    from toolkit.atomic import write_text
+
+    path = Path(argv[0]) if argv else DOC
+    write_text(path, with_blocks(path.read_text(), doc_blocks()))
+    print(f"updated {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
