@@ -8,7 +8,9 @@ int8 input or output, so a file it loads carries the metadata and the app's type
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -208,3 +210,21 @@ def test_predict_and_bench_run_mediapipe_and_refuse_a_file_without_metadata(app_
         assert done.returncode == 2, done.stderr[-2000:]
         assert done.stderr.count("\n") == 1 and "has no TFLite Model Metadata" in done.stderr
     assert not [p for p in device.iterdir() if p.name.startswith("bench")]
+
+
+def test_the_readme_mediapipe_snippet_runs_as_written(app_export, tmp_path):
+    """README's "Embed in an app" Python block, run on model_int8.tflite and a real photo.jpg:
+    it prints the 3 most probable (class name, score) pairs."""
+    folder, manifest, images = app_export
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    snippet = next(b for b in blocks if "vision.ImageClassifier" in b)
+    shutil.copy(folder / manifest["artifacts"]["tflite-int8"]["file"], tmp_path)
+    Image.fromarray(images[0]).save(tmp_path / "photo.jpg", quality=95)
+    done = subprocess.run(
+        [sys.executable, "-c", snippet], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    printed = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    assert len(printed) == 3 and all(name in manifest["class_names"] for name, _ in printed)
+    assert [score for _, score in printed] == sorted((s for _, s in printed), reverse=True)
