@@ -30,11 +30,18 @@ RUNTIMES: dict[str, Runtime] = {
         Runtime(
             "litert", (".tflite",), open_litert, litert_unavailable, "LiteRT interpreter, XNNPACK"
         ),
-        Runtime("ort-cpu", (".onnx",), open_ort_cpu, ort_cpu_unavailable, "ONNX Runtime, CPU"),
+        Runtime(
+            "ort-cpu", (".onnx", ".ort"), open_ort_cpu, ort_cpu_unavailable, "ONNX Runtime, CPU"
+        ),
         Runtime("ort-cuda", (".onnx",), open_ort_cuda, ort_cuda_unavailable, "ONNX Runtime, CUDA"),
     )
 }
-DEFAULT_RUNTIME: dict[str, str] = {".keras": "keras", ".tflite": "litert", ".onnx": "ort-cpu"}
+DEFAULT_RUNTIME: dict[str, str] = {
+    ".keras": "keras",
+    ".tflite": "litert",
+    ".onnx": "ort-cpu",
+    ".ort": "ort-cpu",  # ONNX Runtime's own format (onnx-mobile)
+}
 DEFAULT_OPTIONS = RuntimeOptions()
 
 __all__ = [
