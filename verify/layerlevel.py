@@ -130,7 +130,7 @@ def verify_layers(
     boundaries = model_boundaries(model)
     capturing = [r for r in runtimes if r in CAPTURES]
     cells = artifact_cells(
-        "layers", folder, manifest, formats, capturing, LAYER_RULES, measure, _no_layer_level
+        "layers", folder, manifest, formats, capturing, LAYER_RULES, measure, no_layer_level
     )
     rules = {f: rule_for(f, LAYER_RULES).describe(tolerances) for f in formats if f in FORMATS}
     rows = [
@@ -140,7 +140,7 @@ def verify_layers(
     return level_report(folder, data, {}, runtimes, rules, cells, start, boundaries=rows)
 
 
-def _no_layer_level(fmt: str) -> str | None:
+def no_layer_level(fmt: str) -> str | None:
     """Why the layer level cannot read format `fmt`'s tensors (its row says), or None."""
     return FORMATS[fmt].no_layer_level if fmt in FORMATS else None
 
