@@ -218,10 +218,28 @@ def pad_as_concat(model: onnx.ModelProto, shapes: Shapes) -> int:
     return count
 
 
+def spell_reciprocal_and_neg(model: onnx.ModelProto, _shapes: Shapes | None = None) -> int:
+    """Reciprocal(x) -> Div(1, x) (no NNAPI Reciprocal) and Neg(x) -> Mul(x, -1) (no CoreML
+    Neg): tf2onnx's LayerNorm where no fusion matched it (weights of 1 and 0 fold away); the
+    count. Both exact in IEEE float."""
+    spelled = {"Reciprocal": ("Div", "one", 1.0, 0), "Neg": ("Mul", "minus_one", -1.0, 1)}
+    count = 0
+    for node in [n for n in model.graph.node if n.op_type in spelled]:
+        kind, name, value, position = spelled[node.op_type]
+        const = _const(model, f"mobile/{name}", value)
+        inputs = [const, node.input[0]] if position == 0 else [node.input[0], const]
+        base = node.name or node.output[0]
+        new = helper.make_node(kind, inputs, list(node.output), name=f"{base}/mobile")
+        _splice(model, node, [new])
+        count += 1
+    return count
+
+
 MOBILE_PASSES = {
     "layer_normalization_decomposed": decompose_layer_norm,
     "gelu_without_erf": gelu_without_erf,
     "pad_as_concat": pad_as_concat,
+    "reciprocal_and_neg_spelled": spell_reciprocal_and_neg,
 }
 
 

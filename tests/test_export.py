@@ -196,7 +196,8 @@ def test_registry_entry_is_complete(fmt):
     entry = FORMATS[fmt]
     assert entry.name == fmt
     assert entry.runtime in RUNNERS
-    assert Path(entry.filename).suffix == {"ort-cpu": ".onnx", "litert": ".tflite"}[entry.runtime]
+    kinds = {"ort-cpu": (".onnx", ".ort"), "litert": (".tflite",)}  # .ort: ORT's own format
+    assert Path(entry.filename).suffix in kinds[entry.runtime]
     assert set(entry.options) <= {"opset", "calib_data", "calib_samples", "max_accuracy_drop"}
     assert f"`{fmt}`" in format_table_markdown() and entry.filename in format_table_markdown()
 

@@ -18,6 +18,7 @@ from export.onnx_mobile import (
     optimized,
     pad_as_concat,
     provider_coverage,
+    spell_reciprocal_and_neg,
 )
 from export.onnx_rewrite import drop_dead_nodes, fuse_gelu, observe_shapes
 from export.oplist import ort_format_ops
@@ -147,3 +148,16 @@ def test_ort_format_file_runs_and_lists_its_ops(tmp_path):
     assert {op.name for op in ort_format_ops(tmp_path / "m.ort")} == {
         n.op_type for n in model.graph.node
     }
+
+
+def test_reciprocal_and_neg_are_spelled_in_ops_every_provider_takes():
+    nodes = [
+        helper.make_node("Reciprocal", ["image"], ["r"]),
+        helper.make_node("Neg", ["r"], ["logits"]),
+    ]
+    model = _model(nodes, {}, SHAPE)
+    x = np.random.default_rng(3).normal(size=(2, *SHAPE)).astype(np.float32)
+    want = _run(model, x)
+    assert spell_reciprocal_and_neg(model) == 2
+    assert [n.op_type for n in model.graph.node] == ["Div", "Mul"]
+    np.testing.assert_array_equal(_run(model, x), want)  # exact in IEEE float
