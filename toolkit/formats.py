@@ -133,8 +133,7 @@ FORMATS: dict[str, Format] = {
             options=(),
             rule="fp32",
             roofline="fp32",
-            description="ONNX Runtime Mobile format, float32, batch 1; ops NNAPI and CoreML take "
-            "(coverage in model.json), its required-operators config beside it",
+            description="ORT Mobile, float32, batch 1, NNAPI/CoreML ops",
             batch=1,
             companions=("model.required_operators.config",),
             no_layer_level="an .ort file's tensors cannot be made graph outputs: verify --layers "
