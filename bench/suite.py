@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bench import roofline
 from bench.machine import describe
+from toolkit.formats import FORMATS
 from toolkit.progress import progress
 from toolkit.runfolder import BENCH_TOP1_FILE
 from toolkit.runtimes import RUNTIMES
@@ -55,14 +56,22 @@ class Plan:
     no_macs: str | None = None  # why MACs, GMAC/s and the roofline are not available
 
     def cells(self) -> list[tuple[Artifact, str, int]]:
-        """Every (artifact, runtime, batch) row in table order."""
+        """Every (artifact, runtime, batch) row in table order; a file whose format fixes its
+        batch (onnx-mobile's batch 1) only at that batch."""
         return [
             (a, r, b)
             for a in self.artifacts
             for r in self.runtimes
             if a.path.suffix.lower() in RUNTIMES[r].suffixes
             for b in self.batches
+            if fixed_batch(a.format) in (None, b)
         ]
+
+
+def fixed_batch(fmt: str) -> int | None:
+    """The one batch size format `fmt`'s file takes (its FORMATS row), or None: any."""
+    row = FORMATS.get(fmt)
+    return row.batch if row is not None else None
 
 
 def measure_row(plan: Plan, artifact: Artifact, runtime: str, batch: int) -> dict:

@@ -13,10 +13,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from export.int8_search import ONNX_RECIPES, ONNX_SEARCH, TFLITE_RECIPES, TFLITE_SEARCH, SearchSpace
+from export.manifest import Extras
 from export.onnx import convert_onnx
 from export.onnx_int8 import OnnxRecipe, onnx_int8_converter
+from export.onnx_mobile import MOBILE_SETTINGS, MobileRecipe, convert_onnx_mobile, describe_mobile
 from export.source import ExportSource
 from export.tflite import DYNAMIC_B1, FP16, FP32, Recipe, tflite_converter
+from toolkit.formats import Format
 
 # The recipes the int8 formats use without --max-accuracy-drop, measured on both seed
 # architectures (records/notes/int8.md): the tflite-int8 search's winner on both;
@@ -34,8 +37,10 @@ class Converter:
 
     convert: Callable[[ExportSource, Path], None]
     recipe: str  # the name of what `convert` does, as model.json records it
-    settings: Recipe | OnnxRecipe | None  # its converter settings (None: plain float ONNX)
+    settings: Recipe | OnnxRecipe | MobileRecipe | None  # its settings (None: plain float ONNX)
     search: SearchSpace | None = None  # the recipes `--max-accuracy-drop` searches
+    # the written (and validated) file's model.json fields and companion files
+    describe: Callable[[ExportSource, Path, Format], Extras] | None = None
 
 
 CONVERTERS: dict[str, Converter] = {
@@ -59,5 +64,8 @@ CONVERTERS: dict[str, Converter] = {
         tflite_converter(TFLITE_INT8_FLOAT_IO),
         f"{TFLITE_INT8_RECIPE}-logits-float-io",
         TFLITE_INT8_FLOAT_IO,
+    ),
+    "onnx-mobile": Converter(
+        convert_onnx_mobile, "fp32-mobile-b1", MOBILE_SETTINGS, describe=describe_mobile
     ),
 }

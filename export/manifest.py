@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,6 +21,15 @@ from toolkit.versions import versions
 # the model the artifacts were converted from: the identity of a run wherever it is copied
 MODEL_HASH = "source_model_sha256"
 OUTPUTS = [OUTPUT_NAME, PROBABILITIES]  # what an artifact's `output` may be
+
+
+@dataclass(frozen=True)
+class Extras:
+    """What a converter adds for its written file: model.json entry fields, and the text of
+    the companion files (the format's `companions`) written beside it."""
+
+    entry: dict = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)  # companion file name -> text
 
 
 def artifact_entry(

@@ -152,7 +152,12 @@ def save_onnx(model: onnx.ModelProto, src: ExportSource, fmt: str, path: Path) -
 
 def fp32_onnx(src: ExportSource) -> onnx.ModelProto:
     """The float32 ONNX graph of the run at the chosen opset, converted once per export."""
-    graph = src.memo("onnx-fp32", lambda: keras_to_onnx(src.model, src.input_shape, src.opset))
+    return fp32_onnx_at(src, src.opset)
+
+
+def fp32_onnx_at(src: ExportSource, opset: int) -> onnx.ModelProto:
+    """A copy of the float32 ONNX graph of the run at `opset`, converted once per export."""
+    graph = src.memo(f"onnx-fp32-{opset}", lambda: keras_to_onnx(src.model, src.input_shape, opset))
     copy = onnx.ModelProto()
     copy.CopyFrom(graph)
     return copy

@@ -284,7 +284,7 @@ def _close(value: float | None, target: float) -> bool:
     return value is not None and abs(value - target) <= 1e-5 * abs(target)
 
 
-def _gelu_at(g: GraphIndex, erf: onnx.NodeProto) -> tuple | None:
+def gelu_at(g: GraphIndex, erf: onnx.NodeProto) -> tuple | None:
     """Match 0.5 * x * (1 + erf(x * sqrt(1/2))) in tf2onnx's or ORT's spelling around one Erf.
 
     Returns (the final Mul, x) or None.
@@ -324,7 +324,7 @@ def fuse_gelu(model: onnx.ModelProto) -> int:
     targets opset 18 at most.
     """
     g = GraphIndex(model)
-    matches = [m for n in model.graph.node if n.op_type == "Erf" if (m := _gelu_at(g, n))]
+    matches = [m for n in model.graph.node if n.op_type == "Erf" if (m := gelu_at(g, n))]
     if not matches:
         return 0
     root2 = _add_initializer(model, "gelu/sqrt2", np.array(1 / SQRT_HALF, np.float32))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import onnx
 from ai_edge_litert import schema_py_generated as schema
@@ -63,6 +64,21 @@ def onnx_ops(model: onnx.ModelProto) -> list[Op]:
                 graphs.extend([attr.g] if attr.HasField("g") else [])
                 graphs.extend(attr.graphs)
     return sorted(found)
+
+
+def ort_format_ops(path: Path) -> list[Op]:
+    """Distinct (op_type, domain) of an ONNX Runtime format (.ort) file, read by ORT's own
+    processor (the one behind its required-operators config), sorted; domain "" for ai.onnx."""
+    from onnxruntime.tools.ort_format_model import OrtFormatModelProcessor
+
+    required: dict[str, dict[int, set[str]]] = {}  # domain -> opset -> op types
+    OrtFormatModelProcessor(str(path), required, None).process()
+    return sorted(
+        Op(name, "" if domain == "ai.onnx" else domain)
+        for domain, opsets in required.items()
+        for names in opsets.values()
+        for name in names
+    )
 
 
 def forbidden_ops(ops: Iterable[Op]) -> list[str]:

@@ -9,11 +9,11 @@ from export.calibration import DEFAULT_CALIB_SAMPLES
 from export.errors import ExportError
 from export.formats import CONVERTERS
 from export.int8_search import check_budget, recipe_settings, search
-from export.manifest import app_info, artifact_entry, header, update_manifest
+from export.manifest import Extras, app_info, artifact_entry, header, update_manifest
 from export.metadata import with_metadata
 from export.onnx import MAX_OPSET, MIN_OPSET
 from export.source import ExportSource, open_source
-from export.validate import RUNTIMES
+from export.validate import INSPECTORS
 from toolkit import atomic
 from toolkit.errors import UsageError, first_line
 from toolkit.formats import (
@@ -61,7 +61,8 @@ def export_run(
     out = Path(out) if out is not None else run.path / EXPORT_DIR
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file: pass a folder for the exported models")
-    written = [out / FORMATS[n].filename for n in names] + [out / MANIFEST_FILE, out / LABELS_FILE]
+    files = [name for n in names for name in (FORMATS[n].filename, *FORMATS[n].companions)]
+    written = [out / name for name in files] + [out / MANIFEST_FILE, out / LABELS_FILE]
     for path in written:  # before any conversion: a path that cannot be written is bad input
         atomic.check_writable(path, flag, hint="pass --out DIR in a writable place")
     model = run.load_model()
@@ -74,7 +75,8 @@ def export_run(
         created = not out.exists()
         out.mkdir(parents=True, exist_ok=True)
         # temp files a killed export left, of every format: the next export may not write it
-        for name in [*(f.filename for f in FORMATS.values()), MANIFEST_FILE, LABELS_FILE]:
+        every = [name for f in FORMATS.values() for name in (f.filename, *f.companions)]
+        for name in [*every, MANIFEST_FILE, LABELS_FILE]:
             atomic.remove_stale_temps(out / name)
         manifest: dict = {}
         try:
@@ -121,7 +123,11 @@ def _export_one(src: ExportSource, fmt: Format, out: Path, budget: float | None 
                 converter.convert(src, tmp)
             if fmt.runtime == "litert":  # the app files: MediaPipe Tasks reads the metadata
                 tmp.write_bytes(with_metadata(tmp.read_bytes(), app_info(src, fmt)))
-            info = RUNTIMES[fmt.runtime](tmp, fmt.name, src.input_shape, src.num_classes)
+            inspect = INSPECTORS[Path(fmt.filename).suffix]
+            info = inspect(tmp, fmt.name, src.input_shape, src.num_classes)
+            extras = converter.describe(src, tmp, fmt) if converter.describe else Extras()
+            if set(extras.files) != set(fmt.companions):
+                raise ExportError(f"{fmt.name}: wrote {sorted(extras.files)}, not {fmt.companions}")
         except UsageError:
             raise
         except ExportError as exc:
@@ -142,4 +148,7 @@ def _export_one(src: ExportSource, fmt: Format, out: Path, budget: float | None 
         if record is not None:
             entry["recipe"] = {"name": record["recipe"], "settings": record["settings"]}
             entry["quantization_search"] = record
+        entry.update(extras.entry)
+        for name, text in extras.files.items():  # then the artifact, as the block ends
+            atomic.write_text(out / name, text)
     return update_manifest(out, header(src), fmt.name, entry)

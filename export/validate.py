@@ -12,7 +12,7 @@ import onnxruntime as ort
 from ai_edge_litert.interpreter import Interpreter
 
 from export.errors import ExportError
-from export.oplist import Op, forbidden_ops, onnx_ops, tflite_ops
+from export.oplist import Op, forbidden_ops, onnx_ops, ort_format_ops, tflite_ops
 from export.signature import INPUT_NAME, OUTPUT_NAME, PROBABILITIES, SIGNATURE_KEY
 from toolkit.native_logs import captured_native_stderr
 
@@ -66,18 +66,30 @@ def _ort_tensor(arg: ort.NodeArg) -> dict:
     return {"name": arg.name, "shape": shape, "dtype": dtype, "scale": None, "zero_point": None}
 
 
-def inspect_onnx(path: Path, fmt: str, input_shape: tuple[int, int, int], classes: int):
-    """Check ops, open in onnxruntime (CPU), run a batch of 2 (dynamic batch), read tensors."""
-    ops = onnx_ops(onnx.load(str(path)))
+def _inspect_in_ort(path: Path, fmt: str, input_shape: tuple[int, int, int], classes: int, ops):
+    """Check `ops`, open `path` in onnxruntime (CPU), run a batch of 2 (1 where the file fixes
+    the batch at 1), read tensors."""
     _check_ops(ops, fmt)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     inputs, outputs = session.get_inputs(), session.get_outputs()
     names = ([a.name for a in inputs], [a.name for a in outputs])
     if names != ([INPUT_NAME], [OUTPUT_NAME]):
         raise ExportError(f"{fmt}: graph inputs/outputs are {names}, expected image -> logits")
-    (y,) = session.run(None, {INPUT_NAME: probe_images(input_shape, 2)})
-    _check_output(y, 2, classes, fmt)
+    fixed = inputs[0].shape[0]
+    batch = fixed if isinstance(fixed, int) and fixed > 0 else 2
+    (y,) = session.run(None, {INPUT_NAME: probe_images(input_shape, batch)})
+    _check_output(y, batch, classes, fmt)
     return ArtifactInfo([_ort_tensor(a) for a in inputs], [_ort_tensor(a) for a in outputs], ops)
+
+
+def inspect_onnx(path: Path, fmt: str, input_shape: tuple[int, int, int], classes: int):
+    """A .onnx file: its graph's ops, then a run in onnxruntime (CPU)."""
+    return _inspect_in_ort(path, fmt, input_shape, classes, onnx_ops(onnx.load(str(path))))
+
+
+def inspect_ort_format(path: Path, fmt: str, input_shape: tuple[int, int, int], classes: int):
+    """An ONNX Runtime format (.ort) file: its ops, then a run in onnxruntime (CPU)."""
+    return _inspect_in_ort(path, fmt, input_shape, classes, ort_format_ops(path))
 
 
 def _litert_tensor(name: str, details: dict) -> dict:
@@ -123,5 +135,9 @@ def inspect_tflite(path: Path, fmt: str, input_shape: tuple[int, int, int], clas
 
 Inspector = Callable[[Path, str, tuple[int, int, int], int], ArtifactInfo]
 
-# runtime name (FORMATS[...].runtime) -> how to load and check an artifact in it
-RUNTIMES: dict[str, Inspector] = {"ort-cpu": inspect_onnx, "litert": inspect_tflite}
+# file suffix (of FORMATS[...].filename) -> how to load and check an artifact of that kind
+INSPECTORS: dict[str, Inspector] = {
+    ".onnx": inspect_onnx,
+    ".ort": inspect_ort_format,
+    ".tflite": inspect_tflite,
+}

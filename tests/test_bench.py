@@ -761,3 +761,22 @@ def test_run_export_folder_is_an_export_folder(run_dir, tmp_path):
     ]
     assert result["rows"][0]["top1"] is None and result["kind"] == "export folder"
     assert not [p for p in run.iterdir() if p.name.startswith("bench")]
+
+
+def test_a_fixed_batch_file_is_benched_at_its_batch_only(tmp_path):
+    """onnx-mobile's .ort takes batch 1 (its FORMATS row): the batch sweep skips the others
+    for it and keeps them for the dynamic-batch files."""
+    artifacts = [
+        suite.Artifact("onnx", tmp_path / "model.onnx", 1),
+        suite.Artifact("onnx-mobile", tmp_path / "model.ort", 1),
+        suite.Artifact("keras", tmp_path / "model.keras", 1),
+    ]
+    plan = suite.Plan(tmp_path, artifacts, ["keras", "ort-cpu"], [1, 8], Protocol(1, 2, None), 1, 1)
+    cells = {(a.format, r, b) for a, r, b in plan.cells()}
+    assert cells == {
+        ("onnx", "ort-cpu", 1),
+        ("onnx", "ort-cpu", 8),
+        ("onnx-mobile", "ort-cpu", 1),
+        ("keras", "keras", 1),
+        ("keras", "keras", 8),
+    }

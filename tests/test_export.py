@@ -30,8 +30,17 @@ from export.command import run as run_command
 from export.int8_search import recipe_settings
 from export.manifest import MODEL_HASH, update_manifest
 from export.onnx import keras_to_onnx
+from export.onnx_mobile import config_ops, provider_coverage
 from export.onnx_rewrite import default_opset
-from export.oplist import Op, forbidden_ops, onnx_ops, op_names, tflite_op_sequence, tflite_ops
+from export.oplist import (
+    Op,
+    forbidden_ops,
+    onnx_ops,
+    op_names,
+    ort_format_ops,
+    tflite_op_sequence,
+    tflite_ops,
+)
 from export.pipeline import DEFAULT_OPSET, EXPORT_DIR
 from export.signature import INPUT_NAME
 from export.tflite import DYNAMIC_B1, INT8, convert_tflite, tflite_spelling
@@ -54,7 +63,9 @@ from toolkit.training.train import TrainOptions, train
 from toolkit.versions import versions
 from verify import OP_CASES
 from verify.cases import case_inputs, case_model
+from verify.metrics import compare
 from verify.opexport import OpExport
+from verify.rules import DEFAULT_TOLERANCES, judge, rule_for
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10_train_sample.npz"
@@ -75,8 +86,14 @@ PROGRESS = "   "  # toolkit.progress indents its lines; errors start at column 0
 
 
 def _run_ort(path: Path, images: np.ndarray) -> np.ndarray:
+    """A fixed-batch file (onnx-mobile's .ort, batch 1) is called once per image."""
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return session.run(["logits"], {"image": images.astype(np.float32)})[0]
+    fixed = session.get_inputs()[0].shape[0]
+    step = fixed if isinstance(fixed, int) else len(images)
+    x = images.astype(np.float32)
+    return np.concatenate(
+        [session.run(["logits"], {"image": x[i : i + step]})[0] for i in range(0, len(x), step)]
+    )
 
 
 def _run_litert(path: Path, images: np.ndarray) -> np.ndarray:
@@ -111,10 +128,15 @@ RUNNERS: dict[str, Callable[[Path, np.ndarray], np.ndarray]] = {
 }
 
 
+OP_READERS: dict[str, Callable[[Path], list[Op]]] = {
+    ".onnx": lambda path: onnx_ops(onnx.load(str(path))),
+    ".ort": ort_format_ops,
+    ".tflite": lambda path: tflite_ops(path.read_bytes()),
+}
+
+
 def _ops(path: Path) -> list[Op]:
-    return (
-        onnx_ops(onnx.load(str(path))) if path.suffix == ".onnx" else tflite_ops(path.read_bytes())
-    )
+    return OP_READERS[path.suffix](path)
 
 
 def _files(*roots: Path) -> dict[str, bytes]:
@@ -174,7 +196,8 @@ def test_registry_entry_is_complete(fmt):
     entry = FORMATS[fmt]
     assert entry.name == fmt
     assert entry.runtime in RUNNERS
-    assert Path(entry.filename).suffix == {"ort-cpu": ".onnx", "litert": ".tflite"}[entry.runtime]
+    kinds = {"ort-cpu": (".onnx", ".ort"), "litert": (".tflite",)}  # .ort: ORT's own format
+    assert Path(entry.filename).suffix in kinds[entry.runtime]
     assert set(entry.options) <= {"opset", "calib_data", "calib_samples", "max_accuracy_drop"}
     assert f"`{fmt}`" in format_table_markdown() and entry.filename in format_table_markdown()
 
@@ -561,6 +584,11 @@ def test_signatures_and_graph_contract(exported, fmt):
     if FORMATS[fmt].runtime == "litert":
         assert Interpreter(model_path=str(path)).get_signature_list() == SIGNATURES
         return
+    if path.suffix == ".ort":  # ORT's flatbuffer: no ONNX checker, no metadata_props kept
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        assert [(i.name, i.shape) for i in session.get_inputs()] == [("image", [1, 32, 32, 3])]
+        assert [(o.name, o.shape) for o in session.get_outputs()] == [("logits", [1, 10])]
+        return
     model = onnx.load(str(path))
     onnx.checker.check_model(model, full_check=True)
     assert [i.name for i in model.graph.input] == ["image"]
@@ -624,6 +652,53 @@ def test_manifest_describes_every_artifact(exported):
     calib = {"calib_data": DATA, "calib_samples": CALIB_SAMPLES}
     assert manifest["artifacts"]["tflite-int8"]["options"] == calib
     assert manifest["artifacts"]["onnx-int8"]["options"] == {"opset": DEFAULT_OPSET, **calib}
+
+
+# -- onnx-mobile: the .ort file, its provider coverage and its required-operators config --
+
+
+def test_onnx_mobile_ort_matches_model_onnx_within_its_verify_rule(exported):
+    """The .ort (batch 1) loads in onnxruntime and gives model.onnx's logits, judged by the
+    rule `toolkit verify` holds it to against Keras (fp32: 1e-3 of the largest logit)."""
+    x = exported["test_images"]
+    reference = _run_ort(exported["out"] / FORMATS["onnx"].filename, x)
+    logits = _run_ort(exported["out"] / FORMATS["onnx-mobile"].filename, x)
+    metrics = compare(logits, reference)
+    assert judge(rule_for("onnx-mobile"), metrics, DEFAULT_TOLERANCES) == []
+    assert metrics["max_abs"] < 1e-4  # measured 2-4e-6 on the tiny runs
+
+
+def test_onnx_mobile_records_each_providers_coverage(exported):
+    """model.json holds ORT's mobile checker's counts per provider for the .ort's graph: every
+    node in one partition for NNAPI and CoreML ML Program, where model.onnx gives them none."""
+    entry = exported["manifest"]["artifacts"]["onnx-mobile"]
+    coverage = entry["mobile_providers"]
+    assert "usability_checker" in coverage["checker"]
+    for provider in ("nnapi", "coreml_mlprogram", "coreml_neuralnetwork"):
+        got = coverage[provider]
+        assert 0 < got["supported_nodes"] <= got["nodes"] and got["dynamic_shape_nodes"] == 0
+        assert got["partitions"] >= 1
+    for provider in ("nnapi", "coreml_mlprogram"):
+        assert coverage[provider]["supported_nodes"] == coverage[provider]["nodes"]
+        assert (coverage[provider]["partitions"], coverage[provider]["unsupported_ops"]) == (1, [])
+    dynamic = provider_coverage(onnx.load(str(exported["out"] / FORMATS["onnx"].filename)))
+    assert all(c["supported_nodes"] == 0 for c in dynamic.values())
+    rewrites = entry["graph_rewrites"]
+    assert rewrites["layer_normalization_decomposed"] > 0 and rewrites["gelu_without_erf"] > 0
+
+
+def test_onnx_mobile_required_operators_config_lists_the_files_ops(exported):
+    (name,) = FORMATS["onnx-mobile"].companions
+    entry = exported["manifest"]["artifacts"]["onnx-mobile"]
+    assert entry["required_operators"] == name
+    config = (exported["out"] / name).read_text()
+    assert config.splitlines()[:2] == ["# Generated from model/s:", "# - model.ort"]
+    ops = ort_format_ops(exported["out"] / FORMATS["onnx-mobile"].filename)
+    assert config_ops(config) == ops and op_names(ops) == entry["ops"]
+    assert {"Gemm", "Softmax" if exported["model"].name.startswith("vit") else "Conv"} <= {
+        op.name for op in ops
+    }
+    assert not {"Erf", "LayerNormalization", "Attention", "Pad"} & {op.name for op in ops}
 
 
 # -- re-exports, failures and bad input --

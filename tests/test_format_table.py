@@ -10,7 +10,7 @@ import pytest
 
 from bench import roofline
 from export.formats import CONVERTERS
-from export.validate import RUNTIMES as INSPECTORS
+from export.validate import INSPECTORS
 from toolkit.errors import UsageError
 from toolkit.formats import (
     FORMATS,
@@ -22,7 +22,8 @@ from toolkit.formats import (
 from toolkit.runtimes import RUNTIMES
 from verify.artifacts import artifact_cells
 from verify.attribution import int8_formats
-from verify.cells import ERROR
+from verify.cells import ERROR, NOT_APPLICABLE
+from verify.layerlevel import no_layer_level
 from verify.rules import LAYER_RULES, MODEL_RULES, format_rules, rule_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +34,7 @@ def test_every_row_holds_every_fact(name):
     f = FORMATS[name]
     assert f.name == name and f.description.strip()
     assert Path(f.filename).suffix in RUNTIMES[f.runtime].suffixes  # the runtime opens the file
-    assert f.runtime in INSPECTORS  # export validates it in that runtime
+    assert Path(f.filename).suffix in INSPECTORS  # export loads and checks files of its kind
     assert f.precision in PRECISIONS
     assert f.rule in MODEL_RULES and f.rule in LAYER_RULES  # toolkit verify judges it
     assert f.roofline in ROOFLINE_PRECISIONS
@@ -41,6 +42,8 @@ def test_every_row_holds_every_fact(name):
     assert callable(CONVERTERS[name].convert)  # export writes it
     assert set(f.options) <= set(OPTION_FLAGS)
     assert isinstance(f.int8_attribution, bool)
+    assert f.batch is None or (isinstance(f.batch, int) and f.batch >= 1)
+    assert f.no_layer_level is None or f.no_layer_level.strip()
     if f.int8_attribution:  # the debugger re-quantizes with the TFLite int8 converter
         assert f.precision == "int8" and f.runtime == "litert"
     # --max-accuracy-drop is taken exactly by the formats with a search space, of their runtime
@@ -53,6 +56,29 @@ def test_every_row_holds_every_fact(name):
 
 def test_the_converter_table_names_exactly_the_formats():
     assert list(CONVERTERS) == list(FORMATS)
+
+
+def test_every_written_file_name_is_unique():
+    """Artifacts and their companions (onnx-mobile's required-operators config) never collide:
+    export checks, writes and cleans each name as its format's."""
+    names = [n for f in FORMATS.values() for n in (f.filename, *f.companions)]
+    assert len(names) == len(set(names))
+
+
+def test_the_layer_level_is_not_applicable_where_the_row_says_why(tmp_path):
+    """onnx-mobile's .ort opens in ort-cpu, but its tensors cannot be read: an n/a cell with
+    the row's reason, never a capture attempt (an error) or a pass."""
+    (fmt,) = [n for n, f in FORMATS.items() if f.no_layer_level]
+    path = tmp_path / FORMATS[fmt].filename
+    path.write_bytes(b"unused: the level does not apply")
+    manifest = {"artifacts": {fmt: {"file": path.name}}}
+
+    def measure(target):
+        raise AssertionError(f"measured {target.fmt} at the layer level")
+
+    args = ("layers", tmp_path, manifest, [fmt], [FORMATS[fmt].runtime], LAYER_RULES, measure)
+    (cell,) = artifact_cells(*args, no_layer_level)
+    assert (cell["status"], cell["reason"]) == (NOT_APPLICABLE, FORMATS[fmt].no_layer_level)
 
 
 def test_verify_bench_and_attribution_read_the_rows(monkeypatch):
@@ -88,6 +114,7 @@ def test_a_format_without_a_rule_is_an_error_never_a_pass(tmp_path, level, rules
 ALLOWED = {
     "export/onnx.py": "label of the onnx converter's error messages",
     "export/onnx_int8.py": "label and scratch folder of the onnx-int8 converter",
+    "export/onnx_mobile.py": "label and scratch memo of the onnx-mobile converter",
     "verify/opexport.py": "op-level artifacts of `toolkit verify`, a table of its own",
     "toolkit/runtimes/onnxruntime.py": "the onnx package",
     "toolkit/versions.py": "the onnx package",

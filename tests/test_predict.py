@@ -12,11 +12,13 @@ from pathlib import Path
 
 import keras
 import numpy as np
+import onnx
 import pytest
 import tensorflow as tf
 import tf2onnx
 from blockers import blocker_code
 
+from export.onnx_mobile import fix_batch, optimized
 from toolkit.data.images import load_image
 from toolkit.errors import UsageError
 from toolkit.models import build_model, get_preset
@@ -42,6 +44,11 @@ def run_folder(tmp_path_factory) -> tuple[keras.Model, Path]:
     tf2onnx.convert.from_keras(
         model, input_signature=signature, opset=17, output_path=str(root / "export/model.onnx")
     )
+    # an ONNX Runtime format file at batch 1, as onnx-mobile writes (predict calls it per image)
+    fixed = onnx.load(str(root / "export/model.onnx"))
+    fix_batch(fixed)
+    onnx.save(fixed, str(root / "model_b1.onnx"))
+    optimized(root / "model_b1.onnx", root / "export/model.ort", "ORT")
     rng = np.random.default_rng(0)
     images = {  # name: (height, width, channels); decoded to RGB and resized to 32x32
         "rgb.png": (32, 32, 3),
@@ -78,7 +85,9 @@ def images_of(root: Path) -> list[Path]:
     return sorted(root.glob("*.png")) + sorted(root.glob("*.jpg"))
 
 
-@pytest.mark.parametrize("artifact", ["model.keras", "export/model.tflite", "export/model.onnx"])
+@pytest.mark.parametrize(
+    "artifact", ["model.keras", "export/model.tflite", "export/model.onnx", "export/model.ort"]
+)
 def test_predict_top_k_with_labels(run_folder, artifact, capsys):
     """Every artifact gives the Keras model's top classes; labels.txt found here or one up."""
     model, root = run_folder
@@ -115,7 +124,7 @@ def test_predict_default_top_k_is_five(run_folder, capsys):
     ("argv", "message"),
     [
         (["TMP/missing.onnx", "RUN/rgb.png"], "missing.onnx not found"),
-        (["TMP/model.txt", "RUN/rgb.png"], "model.txt is not a .keras, .tflite, .onnx file"),
+        (["TMP/model.txt", "RUN/rgb.png"], "model.txt is not a .keras, .tflite, .onnx, .ort file"),
         (["TMP/bad.tflite", "RUN/rgb.png"], "bad.tflite could not be loaded by litert"),
         (["TMP/bad.onnx", "RUN/rgb.png"], "bad.onnx could not be loaded by ort-cpu"),
         (["RUN/export/model.onnx", "TMP/bad.png"], "cannot decode image .*bad.png"),

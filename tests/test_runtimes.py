@@ -223,7 +223,7 @@ def test_ort_cuda_never_answers_with_cpu(artifacts):
     ("name", "content", "runtime", "message"),
     [
         ("missing.onnx", None, None, "missing.onnx not found"),
-        ("model.pb", b"x", None, "model.pb is not a .keras, .tflite, .onnx file"),
+        ("model.pb", b"x", None, "model.pb is not a .keras, .tflite, .onnx, .ort file"),
         ("bad.tflite", b"not a flatbuffer", None, "bad.tflite could not be loaded by litert"),
         ("bad.onnx", b"not a protobuf", None, "bad.onnx could not be loaded by ort-cpu"),
         ("bad.keras", b"not a zip", None, "bad.keras is not a valid .keras file"),

@@ -19,7 +19,7 @@ from cli.main import main
 from export import export_run
 from toolkit.argtypes import OneLineParser
 from toolkit.runfolder import VERIFY_FILE
-from toolkit.runtimes import RUNTIMES
+from toolkit.runtimes import VERIFIED_RUNTIMES as RUNTIMES  # what verify checks
 from toolkit.training.train import TrainOptions, train
 from verify import OP_CASES, Tolerances, verify_ops
 from verify.cells import FAIL, NOT_APPLICABLE, PASS, UNAVAILABLE

@@ -44,6 +44,9 @@ class Format:
     roofline: str  # one of ROOFLINE_PRECISIONS: the peak `toolkit bench` holds it against
     description: str
     int8_attribution: bool = False  # `toolkit verify` runs the TFLite int8 debugger for it
+    batch: int | None = None  # the one batch size the file takes (None: any; bench times only it)
+    companions: tuple[str, ...] = ()  # files export writes beside it, for the app build
+    no_layer_level: str | None = None  # why `toolkit verify --layers` cannot read its tensors
 
 
 FORMATS: dict[str, Format] = {
@@ -121,6 +124,20 @@ FORMATS: dict[str, Format] = {
             roofline="int8",
             description="tflite-int8 with float32 in/out and a float logits layer",
             int8_attribution=True,
+        ),
+        Format(
+            name="onnx-mobile",
+            filename="model.ort",
+            runtime="ort-cpu",
+            precision="fp32",
+            options=(),
+            rule="fp32",
+            roofline="fp32",
+            description="ORT Mobile, float32, batch 1, NNAPI/CoreML ops",
+            batch=1,
+            companions=("model.required_operators.config",),
+            no_layer_level="an .ort file's tensors cannot be made graph outputs: verify --layers "
+            "reads the .onnx files; the .ort is verified at the model level",
         ),
     )
 }

@@ -1,4 +1,4 @@
-"""`toolkit predict`: top-k classes of image files from a .keras, .onnx or .tflite artifact."""
+"""`toolkit predict`: top-k classes of image files from a .keras, .onnx, .ort or .tflite file."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ BATCH = 64  # images per run call, to bound memory on long file lists
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of `toolkit predict`."""
-    parser.add_argument("artifact", type=Path, help="model file: .keras, .onnx or .tflite")
+    parser.add_argument("artifact", type=Path, help="model file: .keras, .onnx, .ort or .tflite")
     parser.add_argument("images", type=Path, nargs="+", help="PNG/JPEG files of any size")
     parser.add_argument("--top-k", type=int, default=5, help="classes per image (default 5)")
     parser.add_argument(
         "--runtime",
-        help=f"one of {', '.join(RUNTIMES)} (default: by suffix, .onnx -> ort-cpu, "
+        help=f"one of {', '.join(RUNTIMES)} (default: by suffix, .onnx and .ort -> ort-cpu, "
         ".tflite -> litert; mediapipe runs a .tflite as an app's ImageClassifier does)",
     )
 

@@ -15,7 +15,7 @@ from toolkit.formats import FORMATS
 from toolkit.progress import progress
 from toolkit.runfolder import MANIFEST_FILE, MODEL_FILE
 from toolkit.runtimes import VERIFIED_RUNTIMES, RuntimeUnavailable
-from verify.cells import ERROR, UNAVAILABLE, cell, summarize
+from verify.cells import ERROR, NOT_APPLICABLE, UNAVAILABLE, cell, summarize
 from verify.rules import Rule, rule_for
 
 
@@ -39,6 +39,10 @@ class Target:
 Measure = Callable[[Target], dict]  # runs a ready target and returns its judged cell
 
 
+def _applies(fmt: str) -> str | None:
+    return None
+
+
 def artifact_cells(
     level: str,
     folder: Path,
@@ -47,9 +51,11 @@ def artifact_cells(
     runtimes: Sequence[str],
     rules: Mapping[str, Rule],
     measure: Measure,
+    not_applicable: Callable[[str], str | None] = _applies,
 ) -> list[dict]:
     """A cell per artifact of `formats` (exported in `manifest`) x each of `runtimes` that opens
-    its file: `measure`d, or the error or unavailability that kept it from being measured."""
+    its file: `measure`d, or the error or unavailability that kept it from being measured, or
+    n/a where `not_applicable(format)` says why the level cannot measure that format."""
     artifacts = manifest["artifacts"]
     todo = [
         (fmt, folder / str(artifacts[fmt].get("file", "")), runtime)
@@ -59,15 +65,23 @@ def artifact_cells(
     ]
     cells = []
     for fmt, path, runtime in todo:
-        cells.append(_artifact_cell(level, fmt, path, runtime, rules, measure))
+        why = not_applicable(fmt)
+        cells.append(_artifact_cell(level, fmt, path, runtime, rules, measure, why))
         progress(f"verify {level} cells", len(cells), len(todo), f"{fmt} on {runtime} done")
     return cells
 
 
 def _artifact_cell(
-    level: str, fmt: str, path: Path, runtime: str, rules: Mapping[str, Rule], measure: Measure
+    level: str,
+    fmt: str,
+    path: Path,
+    runtime: str,
+    rules: Mapping[str, Rule],
+    measure: Measure,
+    not_applicable: str | None = None,
 ) -> dict:
-    """The checks every artifact cell passes before `measure`: a rule, the file, the runtime."""
+    """The checks every artifact cell passes before `measure`: a rule, the file, the runtime,
+    and a level that applies to the format (else `not_applicable` says why not)."""
     try:
         target = Target(level, fmt, path, runtime, rule_for(fmt, rules))
     except UsageError as exc:  # an artifact without a rule is an error, never a pass
@@ -76,6 +90,8 @@ def _artifact_cell(
     if not path.is_file():
         missing = f"{path} is listed in {MANIFEST_FILE} but missing: export it again"
         return target.cell(ERROR, missing)
+    if not_applicable is not None:
+        return target.cell(NOT_APPLICABLE, not_applicable)
     reason = VERIFIED_RUNTIMES[runtime].unavailable()
     if reason is not None:
         return target.cell(UNAVAILABLE, reason)

@@ -129,13 +129,20 @@ def verify_layers(
 
     boundaries = model_boundaries(model)
     capturing = [r for r in runtimes if r in CAPTURES]
-    cells = artifact_cells("layers", folder, manifest, formats, capturing, LAYER_RULES, measure)
+    cells = artifact_cells(
+        "layers", folder, manifest, formats, capturing, LAYER_RULES, measure, no_layer_level
+    )
     rules = {f: rule_for(f, LAYER_RULES).describe(tolerances) for f in formats if f in FORMATS}
     rows = [
         {"layer": b.name, "kind": b.kind, "shape": list(b.shape), "depth": b.depth}
         for b in boundaries
     ]
     return level_report(folder, data, {}, runtimes, rules, cells, start, boundaries=rows)
+
+
+def no_layer_level(fmt: str) -> str | None:
+    """Why the layer level cannot read format `fmt`'s tensors (its row says), or None."""
+    return FORMATS[fmt].no_layer_level if fmt in FORMATS else None
 
 
 def _capture(capture, images: np.ndarray) -> dict[str, np.ndarray]:

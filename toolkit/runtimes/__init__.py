@@ -41,11 +41,18 @@ RUNTIMES: dict[str, Runtime] = {
             verified=False,
             refuses=mediapipe_refuses,
         ),
-        Runtime("ort-cpu", (".onnx",), open_ort_cpu, ort_cpu_unavailable, "ONNX Runtime, CPU"),
+        Runtime(
+            "ort-cpu", (".onnx", ".ort"), open_ort_cpu, ort_cpu_unavailable, "ONNX Runtime, CPU"
+        ),
         Runtime("ort-cuda", (".onnx",), open_ort_cuda, ort_cuda_unavailable, "ONNX Runtime, CUDA"),
     )
 }
-DEFAULT_RUNTIME: dict[str, str] = {".keras": "keras", ".tflite": "litert", ".onnx": "ort-cpu"}
+DEFAULT_RUNTIME: dict[str, str] = {
+    ".keras": "keras",
+    ".tflite": "litert",
+    ".onnx": "ort-cpu",
+    ".ort": "ort-cpu",  # ONNX Runtime's own format (onnx-mobile)
+}
 DEFAULT_OPTIONS = RuntimeOptions()
 # what `toolkit verify` compares cell by cell against Keras; MediaPipe runs only app files (with
 # metadata), not verify's op and layer graphs: tests/test_app_ready.py checks it against litert
