@@ -54,6 +54,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def gpu_notes(manifest: dict, names: list[str]) -> list[str]:
+    """One line per file LiteRT's GPU accelerator does not take whole, and one line when the
+    check could not be made here (no GPU), naming why."""
+    results = {n: manifest["artifacts"][n].get("gpu_accelerator") for n in names}
+    results = {n: r for n, r in results.items() if r is not None}
+    partly = [n for n, r in results.items() if r["checked"] and not r["fully_accelerated"]]
+    lines = [
+        f"{n}: LiteRT's GPU accelerator does not take every op (the rest runs on the CPU)"
+        for n in partly
+    ]
+    unchecked = [r["reason"] for r in results.values() if not r["checked"]]
+    if unchecked:
+        lines.append(f"GPU accelerator: not checked for {len(unchecked)} file(s): {unchecked[0]}")
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     """Export, then print one row per format and the export folder."""
     try:
@@ -91,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
         right = [cell.rjust(w) for cell, w in zip(row[2:], widths[2:], strict=True)]
         print("  ".join(left + right))
     for line in searched:
+        print(line)
+    for line in gpu_notes(manifest, parse_formats(args.format)):
         print(line)
     print(f"export folder: {out} (model.json, labels.txt)")
     return 0

@@ -13,9 +13,10 @@ from export.source import ExportSource
 from export.validate import ArtifactInfo
 from toolkit import atomic
 from toolkit.formats import Format
-from toolkit.manifest import edit_manifest, sha256
+from toolkit.manifest import edit_manifest, read_manifest, sha256
 from toolkit.models.macs import count_macs
-from toolkit.runfolder import EXPORT_DIR, LABELS_FILE, MODEL_FILE, labels_text
+from toolkit.runfolder import EXPORT_DIR, LABELS_FILE, MANIFEST_FILE, MODEL_FILE, labels_text
+from toolkit.runtimes.gpu_check import gpu_acceleration
 from toolkit.versions import versions
 
 # the model the artifacts were converted from: the identity of a run wherever it is copied
@@ -123,6 +124,21 @@ def update_manifest(out: Path, head: dict, fmt: str, entry: dict) -> dict:
 
     atomic.write_text(out / LABELS_FILE, labels_text(head["class_names"]))
     return edit_manifest(out, merged)
+
+
+def record_gpu_acceleration(out: Path, formats: list[str]) -> dict:
+    """Check the `formats`' files in LiteRT's GPU accelerator (toolkit.runtimes.gpu_check) and
+    record each result as its entry's `gpu_accelerator`; returns model.json."""
+    artifacts = read_manifest(out / MANIFEST_FILE).get("artifacts", {})
+    paths = {fmt: out / artifacts[fmt]["file"] for fmt in formats if fmt in artifacts}
+    found = gpu_acceleration(list(paths.values())) if paths else {}
+
+    def change(manifest: dict) -> dict:
+        for fmt, path in paths.items():
+            manifest["artifacts"][fmt]["gpu_accelerator"] = found[str(path)]
+        return manifest
+
+    return edit_manifest(out, change)
 
 
 def same_model(old: dict, head: dict, out: Path) -> bool:

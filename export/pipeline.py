@@ -9,7 +9,14 @@ from export.calibration import DEFAULT_CALIB_SAMPLES
 from export.errors import ExportError
 from export.formats import CONVERTERS
 from export.int8_search import check_budget, recipe_settings, search
-from export.manifest import Extras, app_info, artifact_entry, header, update_manifest
+from export.manifest import (
+    Extras,
+    app_info,
+    artifact_entry,
+    header,
+    record_gpu_acceleration,
+    update_manifest,
+)
 from export.metadata import with_metadata
 from export.onnx import MAX_OPSET, MIN_OPSET
 from export.source import ExportSource, open_source
@@ -83,6 +90,9 @@ def export_run(
             for i, name in enumerate(names, 1):
                 progress("export", i, len(names), f"writing {name}")
                 manifest = _export_one(src, FORMATS[name], out, budget)
+            app_files = [n for n in names if FORMATS[n].runtime == "litert"]
+            if app_files:  # what an app's GPU path gets: recorded, "not checked" without a GPU
+                manifest = record_gpu_acceleration(out, app_files)
         finally:
             if created and not any(out.iterdir()):
                 out.rmdir()

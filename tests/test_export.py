@@ -648,6 +648,14 @@ def test_manifest_describes_every_artifact(exported):
         if int8_io:
             assert (inp["scale"], inp["zero_point"]) == (1.0, 0)
             assert (outp["scale"], outp["zero_point"]) == (1 / 256, 0)
+        # issue 36: each app file's check in LiteRT's GPU accelerator, or why it was not made
+        gpu = entry.get("gpu_accelerator")
+        if FORMATS[fmt].runtime != "litert":
+            assert gpu is None, fmt
+        elif gpu["checked"]:
+            assert isinstance(gpu["fully_accelerated"], bool)
+        else:
+            assert gpu["reason"].startswith("LiteRT's GPU accelerator did not start: "), gpu
     assert manifest["artifacts"]["onnx"]["options"] == {"opset": DEFAULT_OPSET}
     calib = {"calib_data": DATA, "calib_samples": CALIB_SAMPLES}
     assert manifest["artifacts"]["tflite-int8"]["options"] == calib
