@@ -32,7 +32,10 @@ MODES = (AUTO, MEMORY, STREAM)
 # In-memory loading holds a folder's images up to three times at its peak (the decoded list,
 # the stacked array, the split copies): stream when one copy is over this share of MemAvailable.
 MEMORY_SHARE = 0.25
-STREAM_WORKERS = 4  # pipeline threads decoding batches (Pillow releases the GIL while decoding)
+# pipeline threads decoding batches (Pillow releases the GIL while decoding): 224 px JPEGs on 2
+# cores, 1/2/4 threads ~3,000/4,600/4,500 img/s (records/README.md#stream-memory-epyc-2core);
+# 4 costs nothing there and leaves room where there are more cores
+STREAM_WORKERS = 4
 STATS_SAMPLE = 2000  # streamed images the normalize statistics are computed on
 GB = 1e9
 
