@@ -47,6 +47,7 @@ FIGURES = {  # the keys a row of each kind carries besides its provenance
     "ort_cuda": ("model", "preset", "format", "rows", "cuda_vs_cpu"),
     "product_threads": ("threads", "products"),
     "step_profile": ("model", "preset", "images_per_s", "kind_ms"),
+    "stream_memory": ("rss", "loader", "step", "epoch"),
     "train_throughput": ("batch", "results"),
     "verify": ("model", "preset"),
 }
@@ -316,6 +317,18 @@ def _product_threads(row: dict) -> str:
     )
 
 
+def _stream_memory(row: dict) -> str:
+    """Peak RSS per folder size and mode, loader vs step images/s, CIFAR-10 epoch seconds."""
+    rss = ", ".join(f"{r['images']:,} {r['mode']} {r['peak_rss_gb']:.2f} GB" for r in row["rss"])
+    loader = max(r["images_per_s"] for r in row["loader"])
+    step = row["step"][0]["step_images_per_s"]
+    epochs = ", ".join(f"{r['backend']} {r['mode']} {r['epoch_s'][-1]:.1f} s" for r in row["epoch"])
+    return (
+        f"peak RSS {rss}; loader {loader:,.0f} img/s vs seed step {step:,.0f} img/s; "
+        f"CIFAR-10 tiny epoch {epochs}"
+    )
+
+
 def _export_size(row: dict) -> str:
     """Each file's size (and export time)."""
     parts = [
@@ -344,6 +357,7 @@ SUMMARY: dict[str, Callable[[dict], str]] = {
     "ort_cuda": _ort_cuda,
     "product_threads": _product_threads,
     "step_profile": _step_profile,
+    "stream_memory": _stream_memory,
     "train_throughput": _train_throughput,
     "verify": _verify,
 }

@@ -7,7 +7,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from toolkit.data import check_labels, eval_dataset
+from toolkit.data import check_labels, eval_dataset, stream_errors
 from toolkit.errors import UsageError
 from toolkit.rundata import load_run_data
 from toolkit.runfolder import open_run
@@ -16,7 +16,8 @@ from toolkit.runfolder import open_run
 def evaluate_model(model: keras.Model, x: np.ndarray, y: np.ndarray, batch_size: int) -> dict:
     """Top-1 and top-5 accuracy of `model` (which returns logits) on uint8 images."""
     images = eval_dataset(x, None, batch_size)
-    logits = np.asarray(model.predict(images, verbose=0))[: len(y)]  # without any padding
+    with stream_errors(x):  # a streamed folder that changed: its one-line UsageError
+        logits = np.asarray(model.predict(images, verbose=0))[: len(y)]  # without any padding
     order = np.argsort(-logits, axis=1)
     k = min(5, logits.shape[1])
     return {

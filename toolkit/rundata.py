@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from toolkit.data import Dataset, load_data
+from toolkit.data import Dataset, in_memory, load_data
 from toolkit.errors import UsageError
 from toolkit.runfolder import LABELS_FILE, Run
 
@@ -47,6 +47,7 @@ def load_split(run: Run, split: str, spec: str | None = None) -> tuple[np.ndarra
     images, labels = getattr(data, f"x_{split}"), np.asarray(getattr(data, f"y_{split}"))
     if len(labels) == 0:
         raise UsageError(f"data {spec} has an empty {split} split: use data with {split} images")
+    images = in_memory(images, f"the {split} split of {spec}")  # a streamed folder's, decoded
     return images.astype(np.float32), labels, spec
 
 

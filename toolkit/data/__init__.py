@@ -11,6 +11,7 @@ import importlib
 from toolkit.data.augment import Augmentation
 from toolkit.data.dataset import Dataset, check_labels
 from toolkit.data.images import load_image, load_images
+from toolkit.data.stream import FolderImages, in_memory, stats_images, stream_errors
 
 # name -> the module of this package that defines it, imported when the name is first used
 _KERAS_BACKED = {
@@ -26,12 +27,16 @@ __all__ = [
     "DATA_KINDS",
     "Augmentation",
     "Dataset",
+    "FolderImages",
     "augments_in_pipeline",
     "check_labels",
     "eval_dataset",
+    "in_memory",
     "load_data",
     "load_image",
     "load_images",
+    "stats_images",
+    "stream_errors",
     "train_dataset",
     "training_model",
 ]

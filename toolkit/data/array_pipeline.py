@@ -46,7 +46,8 @@ class ArrayBatches(keras.utils.PyDataset):
         shuffle_seed: int | None = None,
         multiple: int = 1,
     ) -> None:
-        super().__init__(workers=WORKERS, use_multiprocessing=False, max_queue_size=QUEUE)
+        workers = getattr(x, "workers", WORKERS)  # streamed images: more, as decoding blocks
+        super().__init__(workers=workers, use_multiprocessing=False, max_queue_size=QUEUE)
         self.x = x
         self.y = None if y is None else np.asarray(y, np.int32).reshape(-1)
         self.batch_size = batch_size

@@ -1,14 +1,19 @@
-"""The in-memory dataset every loader returns: uint8 NHWC RGB images and int64 labels."""
+"""The dataset every loader returns: uint8 NHWC RGB images and int64 labels, in memory (or
+streamed from files, a `toolkit.data.stream.FolderImages`, for folders too large for it)."""
 
 from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from toolkit.errors import UsageError
+
+if TYPE_CHECKING:
+    from toolkit.data.stream import FolderImages
 
 
 @dataclass
@@ -16,11 +21,11 @@ class Dataset:
     """Train/validation/test splits of uint8 (N, H, W, 3) RGB images with int64 labels."""
 
     name: str
-    x_train: np.ndarray
+    x_train: np.ndarray | FolderImages
     y_train: np.ndarray
-    x_val: np.ndarray
+    x_val: np.ndarray | FolderImages
     y_val: np.ndarray
-    x_test: np.ndarray
+    x_test: np.ndarray | FolderImages
     y_test: np.ndarray
     class_names: list[str]
     synthetic: bool = False

@@ -1,4 +1,4 @@
-"""`folder:PATH[@SIZE]`: class subfolders of images, resized to SIZE x SIZE.
+"""`folder:PATH[@SIZE][,MODE]`: class subfolders of images, resized to SIZE x SIZE.
 
 Two layouts, those of torchvision's ImageFolder and Ultralytics' classification datasets:
 - flat: `PATH/<class>/<image>`, split 80/10/10 (stratified, seeded);
@@ -12,6 +12,11 @@ Images that cannot be read or decoded are skipped too, with one warning on stder
 count and naming the first few; a class left with no image, or too few images overall, is an
 error. Decoded images are cached (see `toolkit.data.decode_cache`), so only the first command
 on a folder pays for decoding.
+
+A folder too large for memory is streamed instead (`toolkit.data.stream`): the pipeline decodes
+each batch from the files. MODE forces the choice: `memory`, `stream`, or `auto` (the default:
+by the decoded size against the available memory). A streamed folder skips the files whose
+header is not an image's; a file that fails later, or changes, stops the command in one line.
 
 Symbolic links that lead out of PATH (data from elsewhere, e.g. a link to /etc/passwd named
 x.png) are skipped before anything opens them, with one warning giving their count; links
@@ -31,6 +36,15 @@ from toolkit.data.dataset import Dataset, check_class_name_characters
 from toolkit.data.decode_cache import decode_folder_images
 from toolkit.data.images import IMAGE_SUFFIXES
 from toolkit.data.split import require_images, split_dataset, stratified_split
+from toolkit.data.stream import (
+    AUTO,
+    MEMORY,
+    MODES,
+    STREAM,
+    choose_mode,
+    select,
+    stream_folder_images,
+)
 from toolkit.errors import UsageError
 
 DEFAULT_SIZE = 32
@@ -38,6 +52,8 @@ LAYOUT = "expected PATH/<class_name>/<image>.png|jpg"
 NAMED_BAD = 3  # undecodable files named in the warning
 TRAIN, VAL, TEST = "train", "val", "test"
 VAL_FRACTION = 0.2  # of train, when there is no val/ folder
+# mode -> (root, paths, size) -> (images of the decodable paths, bool mask over the paths)
+DECODERS = {MEMORY: decode_folder_images, STREAM: stream_folder_images}
 
 
 def load_folder(arg: str | None, seed: int = 0) -> Dataset:
@@ -46,22 +62,23 @@ def load_folder(arg: str | None, seed: int = 0) -> Dataset:
         raise UsageError(
             f"folder needs a path: use --data folder:PATH or folder:PATH@32 ({LAYOUT})"
         )
-    path, size = _parse(arg)
+    path, size, mode = _parse(arg)
     if not path.exists():
         raise UsageError(f"folder {path} not found: check the path in --data folder:PATH")
     if not path.is_dir():
         hint = f"use --data npz:{path}" if path.suffix == ".npz" else LAYOUT
         raise UsageError(f"folder path {path} is not a folder: {hint}")
     if (path / TRAIN).is_dir():
-        return _load_split_layout(path, size, seed)
+        return _load_split_layout(path, size, mode, seed)
     class_names, paths, labels = _class_files(path, path)
     require_images(f"folder {path}", len(paths))  # before decoding anything
-    x, y = _decode(path, paths, labels, class_names, size)
+    mode = choose_mode(mode, len(paths), size, f"folder {path}")
+    x, y = _decode(path, paths, labels, class_names, size, mode)
     require_images(f"folder {path}", len(y))
     return split_dataset(path.name, x, y, class_names, seed)
 
 
-def _load_split_layout(path: Path, size: int, seed: int) -> Dataset:
+def _load_split_layout(path: Path, size: int, mode: str, seed: int) -> Dataset:
     """train/ and test/ as given; val/ when present, else 20% of train, stratified."""
     if not (path / TEST).is_dir():
         raise UsageError(
@@ -74,18 +91,18 @@ def _load_split_layout(path: Path, size: int, seed: int) -> Dataset:
     for name in names[1:]:
         if found[name][0] != class_names:
             raise UsageError(_class_mismatch(path, name, class_names, found[name][0]))
-    splits = {name: _decode(path / name, *found[name][1:], class_names, size) for name in names}
+    mode = choose_mode(mode, sum(len(found[n][1]) for n in names), size, f"folder {path}")
+    splits = {
+        name: _decode(path / name, *found[name][1:], class_names, size, mode) for name in names
+    }
     x_train, y_train = splits[TRAIN]
     if VAL in splits:
         x_val, y_val = splits[VAL]
     else:
         keep, carve, _ = stratified_split(y_train, (1 - VAL_FRACTION, VAL_FRACTION, 0.0), seed)
         (x_train, y_train), (x_val, y_val) = (
-            (x_train[keep], y_train[keep]),
-            (
-                x_train[carve],
-                y_train[carve],
-            ),
+            (select(x_train, keep), y_train[keep]),
+            (select(x_train, carve), y_train[carve]),
         )
     x_test, y_test = splits[TEST]
     return Dataset(path.name, x_train, y_train, x_val, y_val, x_test, y_test, class_names)
@@ -175,10 +192,16 @@ class _Inside:
 
 
 def _decode(
-    root: Path, paths: list[Path], labels: list[int], class_names: list[str], size: int
+    root: Path,
+    paths: list[Path],
+    labels: list[int],
+    class_names: list[str],
+    size: int,
+    mode: str = MEMORY,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Decode every image (cached); those that fail are skipped and reported in one warning."""
-    x, ok = decode_folder_images(root, paths, size)
+    """Decode every image (cached), or list them for streaming (`mode`); those that fail are
+    skipped and reported in one warning."""
+    x, ok = DECODERS[mode](root, paths, size)
     y = np.asarray(labels, np.int64)[ok]
     bad = [p for p, good in zip(paths, ok, strict=True) if not good]
     if bad:
@@ -193,7 +216,23 @@ def _decode(
     return x, y
 
 
-def _parse(arg: str) -> tuple[Path, int]:
+def _parse(arg: str) -> tuple[Path, int, str]:
+    """Split PATH@SIZE,MODE; an '@' or ',' belongs to the path when the whole argument (before
+    the mode) is an existing path."""
+    if Path(arg).expanduser().exists():
+        return Path(arg).expanduser(), DEFAULT_SIZE, AUTO
+    head, sep, tail = arg.rpartition(",")
+    if not sep or "/" in tail:
+        return (*_parse_size(arg), AUTO)
+    if tail.strip().lower() not in MODES:
+        raise UsageError(
+            f"unknown folder mode '{tail}': use --data folder:PATH@SIZE,MODE with MODE one of "
+            f"{', '.join(MODES)}"
+        )
+    return (*_parse_size(head), tail.strip().lower())
+
+
+def _parse_size(arg: str) -> tuple[Path, int]:
     """Split PATH@SIZE; an '@' belongs to the path when the whole argument is an existing path."""
     head, sep, tail = arg.rpartition("@")
     if not sep or Path(arg).expanduser().exists():

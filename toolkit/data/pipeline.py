@@ -5,6 +5,10 @@ Batches are (float32 images 0-255, integer labels); the training stream is shuff
 seeded order every epoch, evaluation keeps the stored order. tf.data stays TensorFlow's: with
 --jit it trained the seed presets with ~10% more images per CPU-second than the NumPy batches
 and in-step augmentation there (2-core EPYC: ShiftViT 101 vs 92, ViT-LSA 34 vs 31).
+
+Streamed images (a folder too large for memory, `toolkit.data.stream`) take the NumPy batches
+on every backend: their workers decode the files ahead of the step, where tf.data would copy
+the whole source into one tensor.
 """
 
 from __future__ import annotations
@@ -16,35 +20,41 @@ import keras
 import numpy as np
 
 from toolkit.data.augment import Augmentation
+from toolkit.data.stream import is_streamed
 
 # backend -> module with train_batches, eval_batches and AUGMENTS; others use DEFAULT_PIPELINE
 PIPELINES = {"tensorflow": "toolkit.data.tf_pipeline"}
 DEFAULT_PIPELINE = "toolkit.data.array_pipeline"
 
 
-def _pipeline() -> ModuleType:
-    return importlib.import_module(PIPELINES.get(keras.backend.backend(), DEFAULT_PIPELINE))
+def _pipeline(x: object = None) -> ModuleType:
+    """The backend's pipeline module; the NumPy batches for streamed images `x`."""
+    name = DEFAULT_PIPELINE if is_streamed(x) else PIPELINES.get(keras.backend.backend())
+    return importlib.import_module(name or DEFAULT_PIPELINE)
 
 
-def augments_in_pipeline() -> bool:
-    """Whether `train_dataset` applies the augmentation (else `training_model` does, in-step)."""
-    return bool(_pipeline().AUGMENTS)
+def augments_in_pipeline(x: object = None) -> bool:
+    """Whether `train_dataset` of images `x` applies the augmentation (else `training_model`
+    does, in-step)."""
+    return bool(_pipeline(x).AUGMENTS)
 
 
 def train_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, aug: Augmentation, seed: int = 0):
     """Training batches for `fit`, seeded; augmented only where `augments_in_pipeline()`."""
-    return _pipeline().train_batches(x, y, batch_size, aug, seed)
+    return _pipeline(x).train_batches(x, y, batch_size, aug, seed)
 
 
 def eval_dataset(x: np.ndarray, y: np.ndarray | None, batch_size: int):
     """Batches in the stored order, not augmented; images only when `y` is None."""
-    return _pipeline().eval_batches(x, y, batch_size)
+    return _pipeline(x).eval_batches(x, y, batch_size)
 
 
-def training_model(model: keras.Model, aug: Augmentation, seed: int = 0) -> keras.Model:
-    """What `fit` trains: `model` itself when the pipeline augments, else `model` behind a
-    RandomAugment layer (same weights; identity at inference, so validation is unaugmented)."""
-    if augments_in_pipeline() or not aug.active:
+def training_model(
+    model: keras.Model, aug: Augmentation, seed: int = 0, x: object = None
+) -> keras.Model:
+    """What `fit` trains on images `x`: `model` itself when the pipeline augments, else `model`
+    behind a RandomAugment layer (same weights; identity at inference: validation unaugmented)."""
+    if augments_in_pipeline(x) or not aug.active:
         return model
     from toolkit.data.random_augment import RandomAugment
 

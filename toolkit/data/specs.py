@@ -22,7 +22,7 @@ DATA_KINDS: dict[str, Loader] = {
     "shapes": load_shapes,
 }
 
-USAGE = "cifar10, cifar100, npz:PATH, folder:PATH[@SIZE], shapes[:N]"
+USAGE = "cifar10, cifar100, npz:PATH, folder:PATH[@SIZE][,MODE], shapes[:N]"
 
 
 def load_data(spec: str, seed: int = 0) -> Dataset:

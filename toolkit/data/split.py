@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from toolkit.data.dataset import Dataset
+from toolkit.data.stream import FolderImages, select
 from toolkit.errors import UsageError
 
 MIN_IMAGES = 10
@@ -47,7 +48,7 @@ def require_images(name: str, count: int) -> None:
 
 def split_dataset(
     name: str,
-    x: np.ndarray,
+    x: np.ndarray | FolderImages,
     y: np.ndarray,
     class_names: list[str],
     seed: int,
@@ -58,11 +59,11 @@ def split_dataset(
     tr, va, te = stratified_split(y, seed=seed)
     return Dataset(
         name=name,
-        x_train=x[tr],
+        x_train=select(x, tr),
         y_train=y[tr],
-        x_val=x[va],
+        x_val=select(x, va),
         y_val=y[va],
-        x_test=x[te],
+        x_test=select(x, te),
         y_test=y[te],
         class_names=list(class_names),
         synthetic=synthetic,

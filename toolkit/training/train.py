@@ -17,6 +17,8 @@ from toolkit.data import (
     check_labels,
     eval_dataset,
     load_data,
+    stats_images,
+    stream_errors,
     train_dataset,
     training_model,
 )
@@ -252,7 +254,7 @@ def _train(options: TrainOptions, out: Path, resume: bool) -> Path:
     try:
         norm = None
         if MODELS[preset.model].preprocessing == "normalize":
-            norm = channel_stats(data.x_train)
+            norm = channel_stats(stats_images(data.x_train, options.seed))
         out.mkdir(parents=True, exist_ok=True)
         if not resume:
             atomic.write_json(out / CONFIG_FILE, _run_config(options, preset, data, norm))
@@ -276,7 +278,9 @@ def _train(options: TrainOptions, out: Path, resume: bool) -> Path:
             )
             steps = len(train_data)
             model = build_model(preset, data.image_shape, data.num_classes, norm_stats=norm)
-            fit_model = training_model(model, preset.train.augmentation, options.seed)
+            fit_model = training_model(
+                model, preset.train.augmentation, options.seed, x=data.x_train
+            )
             compile_model(fit_model, preset, steps, options.jit)
         callbacks = [
             keras.callbacks.BackupAndRestore(str(out / CHECKPOINT_DIR)),
@@ -291,7 +295,8 @@ def _train(options: TrainOptions, out: Path, resume: bool) -> Path:
                     restore_best_weights=True,
                 )
             )
-        with placement.scope():
+        # a streamed folder that changes stops here, before the model and metrics are written
+        with placement.scope(), stream_errors(data.x_train, data.x_val, data.x_test):
             fit_model.fit(
                 train_data,
                 validation_data=eval_dataset(data.x_val, data.y_val, batch),
