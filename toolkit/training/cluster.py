@@ -153,7 +153,8 @@ def cluster_for(
     ]
     if given:
         raise UsageError(
-            f"{', '.join(given)} go(es) with --strategy {MULTI_PROCESS} (this run's is {strategy})"
+            f"{', '.join(given)}: only for --strategy {MULTI_PROCESS} (this run's strategy is "
+            f"{strategy}); add --strategy {MULTI_PROCESS} or drop them"
         )
     return None
 
