@@ -297,3 +297,16 @@ def test_the_parts_of_every_batch_put_together_are_the_one_process_batch(seed):
         for k, item in enumerate(whole[index]):
             assert np.array_equal(np.concatenate([got[0][k], got[1][k]]), item)
             assert len(got[0][k]) == len(item) // 2
+
+
+@pytest.mark.slow
+@needs_jax
+def test_a_batch_the_devices_cannot_share_is_refused_in_every_process_writing_nothing(tmp_path):
+    argv = ("--model", "vit", "--data", "shapes:100", "--epochs", "1", "--batch-size", "6")
+    port = _free_port()
+    results = _finish([_start(pid, port, tmp_path / "run", *argv) for pid in (0, 1)])
+    for rc, _, stderr in results:  # 2 processes x 2 CPU devices: 6 does not split in 4
+        errors = [ln for ln in stderr.splitlines() if ln.startswith("toolkit: error:")]
+        assert rc == 2 and len(errors) == 1, stderr[-3000:]
+        assert "batch size 6 does not split evenly across the 4 devices of 2 processes" in errors[0]
+    assert list(tmp_path.iterdir()) == []
