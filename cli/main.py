@@ -37,7 +37,11 @@ def _add_train(p: argparse.ArgumentParser) -> None:
         default=None,
         help="compile the train step (XLA on TF, torch.compile on torch; JAX always does)",
     )
-    p.add_argument("--strategy", help="default (default) or mirrored (all GPUs)")
+    p.add_argument(
+        "--strategy",
+        help="default (default), mirrored (all GPUs) or multi-process (JAX: one process per "
+        "host or GPU, each started with its own --process-id)",
+    )
     p.add_argument(
         "--resume",
         action="store_true",
@@ -45,11 +49,32 @@ def _add_train(p: argparse.ArgumentParser) -> None:
         "--strategy may change)",
     )
     p.add_argument("--seed", type=int, help="data split, shuffling and init seed (default 0)")
+    p.add_argument(
+        "--coordinator",
+        help="multi-process: HOST:PORT of process 0 (default: KERAS_DISTRIBUTION_JOB_ADDRESSES)",
+    )
+    p.add_argument(
+        "--num-processes",
+        type=int,
+        help="multi-process: how many (default: KERAS_DISTRIBUTION_NUM_PROCESSES)",
+    )
+    p.add_argument(
+        "--process-id",
+        type=int,
+        help="multi-process: this one's, 0 to N-1; 0 writes the run folder "
+        "(default: KERAS_DISTRIBUTION_PROCESS_ID)",
+    )
+    p.add_argument(
+        "--connect-timeout",
+        type=positive_int,
+        help="multi-process: seconds to wait for the other processes (default 120)",
+    )
 
 
 def _run_train(args: argparse.Namespace) -> int:
     from dataclasses import fields
 
+    from toolkit.training.cluster import cluster_for
     from toolkit.training.train import TrainOptions, resume_options, train
 
     given = {f.name: getattr(args, f.name) for f in fields(TrainOptions)}  # None: not given
@@ -64,11 +89,15 @@ def _run_train(args: argparse.Namespace) -> int:
         )
     else:
         options = TrainOptions(**{k: v for k, v in given.items() if v is not None})
-    out = train(options, out=args.out, resume=args.resume)
+    flags = (args.coordinator, args.num_processes, args.process_id, args.connect_timeout)
+    cluster = cluster_for(options.strategy, *flags)
+    out = train(options, out=args.out, resume=args.resume, cluster=cluster)
     from toolkit.runfolder import METRICS_FILE
 
-    metrics = json.loads((out / METRICS_FILE).read_text())
     print(f"run folder: {out}")
+    if cluster is not None and not cluster.writer and not (out / METRICS_FILE).is_file():
+        return 0  # process 0 wrote the run folder on its own host
+    metrics = json.loads((out / METRICS_FILE).read_text())
     print(f"test top-1 {metrics['test_top1']:.2%}  top-5 {metrics['test_top5']:.2%}")
     return 0
 

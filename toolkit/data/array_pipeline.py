@@ -7,6 +7,11 @@ remainder (a different few samples each epoch) is dropped, unless there is less 
 batch. Under a keras.distribution (JAX `--strategy mirrored`) every batch must also split
 evenly across the replicas: evaluation pads its last batch with copies weighted 0
 (predictions for the copies are cut off by the caller, which knows how many images it passed).
+
+In a multi-process run (`--strategy multi-process`) every process draws the same seeded order
+and feeds its own contiguous part of each global batch (process p of N: the p-th N-th), which
+is what Keras' JAX trainer takes when it does not shard the data itself. Indexing `x` by an
+index array is all the pipeline asks of it, so any array-like source works.
 """
 
 from __future__ import annotations
@@ -29,6 +34,14 @@ def replicas() -> int:
     return int(np.prod(distribution.device_mesh.shape))
 
 
+def shard() -> tuple[int, int]:
+    """(this process's part, number of parts) of every global batch: (0, 1) in one process."""
+    distribution = keras.distribution.distribution()
+    if distribution is None:
+        return 0, 1
+    return int(distribution.data_shard_id), int(distribution.num_processes)
+
+
 class ArrayBatches(keras.utils.PyDataset):
     """(float32 images 0-255, int32 labels[, weights]) batches of `x`, `y`.
 
@@ -45,6 +58,7 @@ class ArrayBatches(keras.utils.PyDataset):
         batch_size: int,
         shuffle_seed: int | None = None,
         multiple: int = 1,
+        part: tuple[int, int] = (0, 1),
     ) -> None:
         workers = getattr(x, "workers", WORKERS)  # streamed images: more, as decoding blocks
         super().__init__(workers=workers, use_multiprocessing=False, max_queue_size=QUEUE)
@@ -53,6 +67,7 @@ class ArrayBatches(keras.utils.PyDataset):
         self.batch_size = batch_size
         self.shuffle_seed = shuffle_seed
         self.multiple = multiple
+        self.part = part
         self.epoch = 0
         self.order = self._order()
 
@@ -71,14 +86,17 @@ class ArrayBatches(keras.utils.PyDataset):
             raise IndexError(f"batch {index} of {len(self)}")
         idx = self.order[index * self.batch_size : (index + 1) * self.batch_size]
         pad = -len(idx) % self.multiple
+        weights = np.ones(len(idx) + pad, np.float32)
         if pad:
             idx = np.concatenate([idx, np.full(pad, idx[-1])])
+            weights[-pad:] = 0.0
+        p, parts = self.part  # the same structure in every process: the pad is global
+        size = len(idx) // parts
+        idx, weights = idx[p * size : (p + 1) * size], weights[p * size : (p + 1) * size]
         images = self.x[idx].astype(np.float32)
         if self.y is None:
             return (images,)
         if pad:
-            weights = np.ones(len(idx), np.float32)
-            weights[-pad:] = 0.0
             return images, self.y[idx], weights
         return images, self.y[idx]
 
@@ -92,9 +110,9 @@ def train_batches(
     x: np.ndarray, y: np.ndarray, batch_size: int, aug: object = None, seed: int = 0
 ) -> ArrayBatches:
     """Shuffled (seeded, new order each epoch) training batches; `aug` is applied in the step."""
-    return ArrayBatches(x, y, batch_size, shuffle_seed=seed, multiple=replicas())
+    return ArrayBatches(x, y, batch_size, shuffle_seed=seed, multiple=replicas(), part=shard())
 
 
 def eval_batches(x: np.ndarray, y: np.ndarray | None, batch_size: int) -> ArrayBatches:
     """Batches in the stored order; images only when `y` is None."""
-    return ArrayBatches(x, y, batch_size, multiple=replicas())
+    return ArrayBatches(x, y, batch_size, multiple=replicas(), part=shard())

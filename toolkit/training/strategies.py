@@ -3,6 +3,9 @@
 "mirrored" is data parallelism over every visible accelerator (or the logical CPUs when there
 is none): tf.distribute.MirroredStrategy on TensorFlow, keras.distribution.DataParallel on JAX.
 It is refused where that is fewer than 2 devices: it would train as "default" does.
+"multi-process" (JAX) is data parallelism over every device of every process of the run
+(toolkit.training.cluster joins them first): each process feeds its own part of every global
+batch, so Keras must not shard the data itself (auto_shard_dataset=False).
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ class Placement:
     """Where training runs: enter `scope()` around building, compiling and fitting the model."""
 
     scope: Callable[[], contextlib.AbstractContextManager]
-    replicas: int  # model copies a global batch is split across
+    replicas: int  # model copies a global batch is split across (devices of all processes)
+    processes: int = 1  # processes feeding each global batch, each its own part
 
 
 def _tf_default() -> Placement:
@@ -57,6 +61,14 @@ def _jax_data_parallel() -> Placement:
     return Placement(distribution.scope, len(devices))
 
 
+def _jax_multi_process() -> Placement:
+    import jax
+
+    devices = _jax_devices()  # every process's, once the cluster is joined
+    distribution = keras.distribution.DataParallel(devices=devices, auto_shard_dataset=False)
+    return Placement(distribution.scope, len(devices), jax.process_count())
+
+
 def _single_device() -> Placement:
     return Placement(contextlib.nullcontext, 1)
 
@@ -65,6 +77,7 @@ def _single_device() -> Placement:
 STRATEGIES: dict[str, dict[str, Callable[[], Placement]]] = {
     "default": {"tensorflow": _tf_default, "jax": _single_device, "torch": _single_device},
     "mirrored": {"tensorflow": _tf_mirrored, "jax": _jax_data_parallel},
+    "multi-process": {"jax": _jax_multi_process},  # TensorFlow's MultiWorkerMirrored: not yet
 }
 
 # --strategy name -> backend -> the devices its placement splits each batch across; a strategy
@@ -84,10 +97,10 @@ def check_strategy(strategy: str) -> Callable[[], Placement]:
     backend = keras.backend.backend()
     factory = STRATEGIES[strategy].get(backend)
     if factory is None:
-        where = ", ".join(STRATEGIES[strategy])
+        where = " or ".join(f"KERAS_BACKEND={name}" for name in STRATEGIES[strategy])
         raise UsageError(
             f"--strategy {strategy} is not available on the {backend} backend: "
-            f"train with KERAS_BACKEND set to one of {where}, or use --strategy default"
+            f"train with {where}, or use --strategy default"
         )
     devices = SPLIT_DEVICES.get(strategy, {}).get(backend)
     found = devices() if devices is not None else None

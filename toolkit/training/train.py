@@ -1,14 +1,22 @@
-"""`toolkit train`: build a preset, fit it on a dataset, write the run folder."""
+"""`toolkit train`: build a preset, fit it on a dataset, write the run folder.
+
+In a multi-process run (`--strategy multi-process`) every process trains the same model on its
+part of each batch; process 0 alone writes the run folder (the others read it on --resume:
+a shared --out across hosts) and every process logs the sha256 of its final weights.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import keras
+import numpy as np
 
 from toolkit import atomic
 from toolkit.backend import backend_info, jit_compile
@@ -23,7 +31,7 @@ from toolkit.data import (
     training_model,
 )
 from toolkit.errors import UsageError
-from toolkit.evaluate import evaluate_model
+from toolkit.evaluate import evaluate_compiled, evaluate_model
 from toolkit.models import (
     MODELS,
     Preset,
@@ -46,9 +54,16 @@ from toolkit.runfolder import (
     labels_text,
     read_json,
 )
+from toolkit.training.cluster import MULTI_PROCESS, Cluster, barrier, connect, fingerprint
 from toolkit.training.history_plot import plot_history
 from toolkit.training.schedule import WarmupCosine
-from toolkit.training.strategies import PRECISIONS, STRATEGIES, check_strategy, make_placement
+from toolkit.training.strategies import (
+    PRECISIONS,
+    STRATEGIES,
+    Placement,
+    check_strategy,
+    make_placement,
+)
 from toolkit.versions import versions
 
 
@@ -109,7 +124,8 @@ def _validate(options: TrainOptions) -> Preset:
 
 def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit: bool) -> None:
     """Compile `model` as `toolkit train` does (studies/train_throughput times it too):
-    AdamW on the warmup-cosine schedule of the preset's recipe, sparse CE, top-1 and top-5."""
+    AdamW on the warmup-cosine schedule of the preset's recipe, sparse CE, top-1 and top-5
+    (weighted by the batches' sample weights, so padding copies weighted 0 are not counted)."""
     recipe = preset.train
     total = steps_per_epoch * recipe.epochs
     schedule = WarmupCosine(
@@ -121,7 +137,8 @@ def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit:
     model.compile(
         optimizer=keras.optimizers.AdamW(learning_rate=schedule, weight_decay=recipe.weight_decay),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=[
+        # weighted: the 0-weight copies that pad a split across replicas do not count
+        weighted_metrics=[
             keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
             keras.metrics.SparseTopKCategoricalAccuracy(5, name="top5"),
         ],
@@ -129,7 +146,19 @@ def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit:
     )
 
 
-def _run_config(options: TrainOptions, preset: Preset, data: Dataset, norm) -> dict:
+def _distribution(options: TrainOptions, placement: Placement, cluster: Cluster | None) -> dict:
+    """config.json's record of where the run trained: processes, devices, coordinator."""
+    return {
+        "strategy": options.strategy,
+        "processes": placement.processes,
+        "devices": placement.replicas,
+        "coordinator": None if cluster is None else cluster.coordinator,
+    }
+
+
+def _run_config(
+    options: TrainOptions, preset: Preset, data: Dataset, norm, distribution: dict
+) -> dict:
     return {
         "options": options.__dict__,
         "preset": preset.to_dict(),
@@ -149,6 +178,7 @@ def _run_config(options: TrainOptions, preset: Preset, data: Dataset, norm) -> d
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "versions": versions(),
         "backend": backend_info(),
+        "distribution": distribution,
     }
 
 
@@ -192,31 +222,74 @@ def resume_options(out: Path, given: Mapping[str, object]) -> TrainOptions:
     return TrainOptions(**stored)
 
 
-def _prepare_folder(out: Path, options: TrainOptions, resume: bool) -> TrainOptions:
-    """Check the output folder before anything is written; on resume, reuse its options."""
+def _prepare_folder(
+    out: Path, options: TrainOptions, resume: bool, writer: bool = True
+) -> TrainOptions:
+    """Check the output folder before anything is written; on resume, reuse its options.
+    A process that does not write (multi-process, id > 0) only reads: it ignores the hidden
+    files (lock, write probe) the writing process may be creating at the same time."""
     if resume:
         options = resume_options(out, options.__dict__)
-        atomic.check_writable(out / METRICS_FILE, "--out", "copy the run folder somewhere writable")
+        if writer:
+            atomic.check_writable(
+                out / METRICS_FILE, "--out", "copy the run folder somewhere writable"
+            )
         return options
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file: pass a folder path")
-    if out.exists() and any(p.name != LOCK_FILE for p in out.iterdir()):  # a dead run's lock
+    ignored = (lambda p: p.name == LOCK_FILE) if writer else (lambda p: p.name.startswith("."))
+    if out.exists() and not all(ignored(p) for p in out.iterdir()):  # a dead run's lock
         raise UsageError(
             f"run folder {out} already exists: pass --resume to continue it or another --out"
         )
-    atomic.check_writable(out / CONFIG_FILE, "--out", "pass --out DIR in a writable place")
+    if writer:
+        atomic.check_writable(out / CONFIG_FILE, "--out", "pass --out DIR in a writable place")
     return options
 
 
-def train(options: TrainOptions, out: Path | None = None, resume: bool = False) -> Path:
-    """Train per `options` into `out` (a new folder unless `resume`); return the run folder."""
+def _check_cluster(options: TrainOptions, out: Path | None, cluster: Cluster | None) -> None:
+    """UsageError unless `cluster` is given exactly for --strategy multi-process, with --out."""
+    if options.strategy == MULTI_PROCESS and cluster is None:
+        raise UsageError(
+            f"--strategy {MULTI_PROCESS} needs --coordinator HOST:PORT, --num-processes N and "
+            "--process-id I (or the KERAS_DISTRIBUTION_* variables)"
+        )
+    if options.strategy != MULTI_PROCESS and cluster is not None:
+        raise UsageError(
+            f"--coordinator, --num-processes and --process-id go with --strategy {MULTI_PROCESS}"
+            f" (this run's is {options.strategy})"
+        )
+    if cluster is not None and out is None:
+        raise UsageError(
+            f"--strategy {MULTI_PROCESS} needs --out: the one run folder every process names "
+            "(on several hosts a shared folder)"
+        )
+
+
+def train(
+    options: TrainOptions,
+    out: Path | None = None,
+    resume: bool = False,
+    cluster: Cluster | None = None,
+) -> Path:
+    """Train per `options` into `out` (a new folder unless `resume`); return the run folder.
+    With a `cluster` (--strategy multi-process) this is one of its processes."""
     if resume and out is None:
         raise UsageError("--resume needs --out: the run folder to continue")
+    _check_cluster(options, out, cluster)
     out = Path(out) if out is not None else default_out(options)
-    options = _prepare_folder(out, options, resume)  # refusals before anything is created
+    writer = cluster is None or cluster.writer
+    options = _prepare_folder(out, options, resume, writer)  # refusals before anything is created
+    check_strategy(options.strategy)
+    if not writer:  # process 0 holds the folder; connecting waits for it to get that far
+        connect(cluster, fingerprint({**options.__dict__, "resume": resume}))
+        return _train(options, out, resume, cluster)
     with hold_run_folder(out):  # one `toolkit train` at a time per run folder
         # checked again under the lock: a run that started or finished since is refused
-        return _train(_prepare_folder(out, options, resume), out, resume)
+        options = _prepare_folder(out, options, resume)
+        if cluster is not None:
+            connect(cluster, fingerprint({**options.__dict__, "resume": resume}))
+        return _train(options, out, resume, cluster)
 
 
 def _check_data(data: Dataset, options: TrainOptions) -> None:
@@ -236,8 +309,28 @@ def _check_data(data: Dataset, options: TrainOptions) -> None:
         )
 
 
-def _train(options: TrainOptions, out: Path, resume: bool) -> Path:
-    """The body of `train`, run while this process holds the run folder."""
+def weights_sha256(model: keras.Model) -> str:
+    """sha256 of `model`'s weights (values in order): equal in every process of a run."""
+    digest = hashlib.sha256()
+    for variable in model.weights:
+        digest.update(np.ascontiguousarray(keras.ops.convert_to_numpy(variable)).tobytes())
+    return digest.hexdigest()
+
+
+def _check_split(batch: int, placement: Placement) -> None:
+    """UsageError unless every process can feed an equal part of each batch to its devices."""
+    if placement.processes > 1 and batch % placement.replicas:
+        raise UsageError(
+            f"batch size {batch} does not split evenly across the {placement.replicas} devices "
+            f"of {placement.processes} processes: pass --batch-size a multiple of "
+            f"{placement.replicas}"
+        )
+
+
+def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | None = None) -> Path:
+    """The body of `train`, run while this process holds the run folder (or, in a
+    multi-process run, while process 0 holds it: then only process 0 writes)."""
+    writer = cluster is None or cluster.writer
     preset = _validate(options)
     data = load_data(options.data, seed=options.seed)
     _check_data(data, options)
@@ -255,14 +348,24 @@ def _train(options: TrainOptions, out: Path, resume: bool) -> Path:
         norm = None
         if MODELS[preset.model].preprocessing == "normalize":
             norm = channel_stats(stats_images(data.x_train, options.seed))
-        out.mkdir(parents=True, exist_ok=True)
-        if not resume:
-            atomic.write_json(out / CONFIG_FILE, _run_config(options, preset, data, norm))
+        placement = make_placement(options.strategy)
+        batch = preset.train.batch_size
+        _check_split(batch, placement)
+        distribution = _distribution(options, placement, cluster)
+        if writer:
+            out.mkdir(parents=True, exist_ok=True)
+        if not resume and writer:
+            atomic.write_json(
+                out / CONFIG_FILE, _run_config(options, preset, data, norm, distribution)
+            )
             atomic.write_text(out / LABELS_FILE, labels_text(data.class_names))
-        else:  # the kept settings, and a new total of epochs when --epochs changed it
+        elif writer:  # the kept settings, and a new total of epochs when --epochs changed it
             config = read_json(out / CONFIG_FILE)
-            config.update(options=options.__dict__, preset=preset.to_dict())
+            config.update(
+                options=options.__dict__, preset=preset.to_dict(), distribution=distribution
+            )
             atomic.write_json(out / CONFIG_FILE, config)
+        if resume:
             print(
                 f"resuming {out} with its settings: {options.model} {options.preset} on "
                 f"{options.data}, {preset.train.epochs} epochs in total "
@@ -270,8 +373,6 @@ def _train(options: TrainOptions, out: Path, resume: bool) -> Path:
                 f"{preset.train.batch_size}, {options.precision}, seed {options.seed}",
                 flush=True,
             )
-        placement = make_placement(options.strategy)
-        batch = preset.train.batch_size
         with placement.scope():  # the pipeline splits batches evenly across the replicas
             train_data = train_dataset(
                 data.x_train, data.y_train, batch, preset.train.augmentation, options.seed
@@ -282,10 +383,13 @@ def _train(options: TrainOptions, out: Path, resume: bool) -> Path:
                 model, preset.train.augmentation, options.seed, x=data.x_train
             )
             compile_model(fit_model, preset, steps, options.jit)
-        callbacks = [
-            keras.callbacks.BackupAndRestore(str(out / CHECKPOINT_DIR)),
-            keras.callbacks.CSVLogger(str(out / HISTORY_FILE), append=resume),
-        ]
+        if writer:
+            callbacks = [
+                LocalBackup(str(out / CHECKPOINT_DIR)),
+                keras.callbacks.CSVLogger(str(out / HISTORY_FILE), append=resume),
+            ]
+        else:  # restores process 0's checkpoint on --resume, writes nothing
+            callbacks = [RestoreOnly(str(out / CHECKPOINT_DIR))]
         if preset.train.early_stopping_patience:
             callbacks.append(
                 keras.callbacks.EarlyStopping(
@@ -303,9 +407,17 @@ def _train(options: TrainOptions, out: Path, resume: bool) -> Path:
                 epochs=preset.train.epochs,
                 callbacks=callbacks,
                 shuffle=False,  # the pipeline shuffles, seeded
-                verbose=2,
+                verbose=2 if writer else 0,
             )
-            test = evaluate_model(model, data.x_test, data.y_test, batch)
+            if placement.processes > 1:  # predictions span every process: metrics instead
+                test = evaluate_compiled(fit_model, data.x_test, data.y_test, batch)
+            else:
+                test = evaluate_model(model, data.x_test, data.y_test, batch)
+        if cluster is not None:  # the replicas agree: the same digest in every process's log
+            print(f"{cluster.describe()}: weights sha256 {weights_sha256(model)}", flush=True)
+        if not writer:
+            barrier("toolkit train: run folder written")  # exit once process 0 wrote it
+            return out
         atomic.write_with(out / MODEL_FILE, model.save)
         metrics = {
             "test_top1": test["top1"],
@@ -321,9 +433,47 @@ def _train(options: TrainOptions, out: Path, resume: bool) -> Path:
         atomic.write_json(out / METRICS_FILE, metrics)
         plot_history(out / HISTORY_FILE, out / HISTORY_PLOT_FILE, f"{out.name}: {data.name}")
         shutil.rmtree(out / CHECKPOINT_DIR, ignore_errors=True)
+        if cluster is not None:
+            barrier("toolkit train: run folder written")
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
     return out
+
+
+@contextlib.contextmanager
+def _undistributed() -> Iterator[None]:
+    """No keras.distribution while inside: variables made here stay on this process."""
+    previous = keras.distribution.distribution()
+    keras.distribution.set_distribution(None)
+    try:
+        yield
+    finally:
+        keras.distribution.set_distribution(previous)
+
+
+class LocalBackup(keras.callbacks.BackupAndRestore):
+    """BackupAndRestore that writes its checkpoint outside the keras.distribution: saving
+    makes throw-away reference variables (an Optimizer), which a multi-process distribution
+    would place on every process's devices, from process 0 alone (JAX then stops)."""
+
+    def on_epoch_end(self, epoch, logs=None) -> None:
+        """Save the checkpoint, undistributed."""
+        with _undistributed():
+            super().on_epoch_end(epoch, logs)
+
+
+class RestoreOnly(keras.callbacks.BackupAndRestore):
+    """BackupAndRestore that restores a checkpoint at the start of fit but never writes or
+    deletes one: the callback of the processes other than process 0."""
+
+    def on_epoch_end(self, epoch, logs=None) -> None:
+        """Save nothing."""
+
+    def on_train_batch_end(self, batch, logs=None) -> None:
+        """Save nothing."""
+
+    def on_train_end(self, logs=None) -> None:
+        """Leave the checkpoint to process 0."""
 
 
 def _epochs_logged(history: Path) -> int:

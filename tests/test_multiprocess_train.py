@@ -1,0 +1,312 @@
+"""`toolkit train --strategy multi-process`: two JAX processes on loopback train one run, written
+once by process 0, with equal weights in both; resume; the one-line refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cli.main import main
+from toolkit.backend import installed
+from toolkit.data.array_pipeline import ArrayBatches
+from toolkit.errors import UsageError
+from toolkit.training.cluster import Cluster, cluster_from, rendezvous
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_FILES = {
+    "config.json",
+    "labels.txt",
+    "history.csv",
+    "history.png",
+    "metrics.json",
+    "model.keras",
+}
+needs_jax = pytest.mark.skipif(not installed("jax"), reason="jax not installed")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(pid: int, port: int, out: Path, *extra: str, timeout: int = 60) -> subprocess.Popen:
+    """`toolkit train` as process `pid` of 2 (JAX, 2 CPU devices each) on loopback."""
+    env = {
+        **os.environ,
+        "KERAS_BACKEND": "jax",
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+        "PYTHONPATH": str(ROOT),
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+    }
+    argv = [
+        sys.executable, "-m", "cli.main", "train", "--out", str(out),
+        "--strategy", "multi-process", "--coordinator", f"127.0.0.1:{port}",
+        "--num-processes", "2", "--process-id", str(pid), "--connect-timeout", str(timeout),
+        *extra,
+    ]  # fmt: skip
+    return subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _finish(procs: list[subprocess.Popen], limit: int = 900) -> list[tuple[int, str, str]]:
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=limit)
+        results.append((proc.returncode, out, err))
+    return results
+
+
+def _digest(stdout: str, pid: int) -> str:
+    lines = [ln for ln in stdout.splitlines() if f"process {pid} of 2: weights sha256" in ln]
+    assert len(lines) == 1, stdout[-2000:]
+    return lines[0].split()[-1]
+
+
+def _visible_files(out: Path) -> set[str]:
+    return {p.name for p in out.iterdir()}
+
+
+# --- two real processes ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@needs_jax
+def test_two_processes_train_one_run_with_equal_weights_then_it_evaluates_and_exports(
+    tmp_path, capsys
+):
+    out = tmp_path / "run"
+    port = _free_port()
+    common = ("--model", "vit", "--preset", "tiny", "--data", "shapes:300", "--epochs", "1")
+    started = time.monotonic()
+    results = _finish([_start(pid, port, out, *common) for pid in (0, 1)])
+    print(f"two processes, one epoch: {time.monotonic() - started:.0f} s", file=sys.stderr)
+    for rc, stdout, stderr in results:
+        assert rc == 0, stdout[-2000:] + stderr[-3000:]
+    digests = [_digest(results[pid][1], pid) for pid in (0, 1)]
+    assert digests[0] == digests[1]
+    assert " - val_accuracy: " in results[0][1]  # process 0 logs the epoch, not process 1
+    assert " - val_accuracy: " not in results[1][1]
+    # written once, by process 0: the run's files, no checkpoint, lock or temp file left
+    assert _visible_files(out) == RUN_FILES
+    config = json.loads((out / "config.json").read_text())
+    assert config["distribution"] == {
+        "strategy": "multi-process",
+        "processes": 2,
+        "devices": 4,
+        "coordinator": f"127.0.0.1:{port}",
+    }
+    assert len((out / "history.csv").read_text().strip().splitlines()) == 2  # header + 1 epoch
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["test_samples"] == 30  # 300 split 240/30/30; the padding is not counted
+    assert round(metrics["test_top1"] * 30) == pytest.approx(metrics["test_top1"] * 30, abs=1e-4)
+
+    from toolkit.runfolder import open_run
+    from toolkit.training.train import weights_sha256
+
+    assert weights_sha256(open_run(out).load_model()) == digests[0]  # what process 1 holds too
+    capsys.readouterr()
+    assert main(["eval", str(out)]) == 0
+    assert f"top-1 {metrics['test_top1']:.2%}" in capsys.readouterr().out  # same test split
+    assert main(["export", str(out), "--format", "onnx"]) == 0
+    assert (out / "export" / "model.json").is_file()
+
+
+@pytest.mark.slow
+@needs_jax
+def test_an_interrupted_two_process_run_resumes_in_two_processes(tmp_path):
+    out = tmp_path / "run"
+    port = _free_port()
+    common = ("--model", "vit", "--preset", "tiny", "--data", "shapes:300", "--epochs", "3")
+    procs = [_start(pid, port, out, *common) for pid in (0, 1)]
+    seen = ""
+    for line in procs[0].stdout:  # "Epoch 2/3" follows epoch 1's checkpoint
+        seen += line
+        if line.startswith("Epoch 2/3"):
+            break
+    for proc in procs:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    assert "Epoch 2/3" in seen, seen[-2000:] + procs[0].stderr.read()[-2000:]
+    assert (out / "checkpoint").is_dir() and not (out / "metrics.json").exists()
+
+    port = _free_port()
+    results = _finish([_start(pid, port, out, "--resume") for pid in (0, 1)])
+    for rc, stdout, stderr in results:
+        assert rc == 0, stdout[-2000:] + stderr[-3000:]
+    assert "Epoch 2/3" in results[0][1] and "Epoch 1/3" not in results[0][1]  # restored
+    assert _digest(results[0][1], 0) == _digest(results[1][1], 1)
+    assert len((out / "history.csv").read_text().strip().splitlines()) == 4  # header + 3
+    assert RUN_FILES <= _visible_files(out) and "checkpoint" not in _visible_files(out)
+
+
+# --- refusals ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "environ", "expected"),
+    [
+        ((None, 2, 0), {"KERAS_DISTRIBUTION_JOB_ADDRESSES": "a:1,b:2,c:3"}, "lists 3 addresses"),
+        (("h:1", 2, 2), {}, "--process-id 2 is out of range for 2 processes: pass 0 to 1"),
+        (("h:1", None, None), {"KERAS_DISTRIBUTION_NUM_PROCESSES": "2",
+                               "KERAS_DISTRIBUTION_PROCESS_ID": "5"},
+         "KERAS_DISTRIBUTION_PROCESS_ID 5 is out of range"),
+        ((None, 2, 0), {}, "pass --coordinator HOST:PORT"),
+        (("h:1", None, 0), {}, "pass --num-processes N"),
+        (("h:1", 2, None), {}, "pass --process-id I"),
+        (("nohost", 2, 0), {}, "is not HOST:PORT"),
+        (("h:1", 0, 0), {}, "--num-processes must be 1 or more"),
+    ],
+)  # fmt: skip
+def test_bad_cluster_settings_are_one_line_refusals(flags, environ, expected):
+    with pytest.raises(UsageError, match=None) as info:
+        cluster_from(*flags, environ=environ)
+    assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_cluster_settings_default_to_keras_variables():
+    environ = {
+        "KERAS_DISTRIBUTION_JOB_ADDRESSES": "10.0.0.1:1234,10.0.0.2:2345",
+        "KERAS_DISTRIBUTION_PROCESS_ID": "1",
+    }
+    cluster = cluster_from(environ=environ)
+    assert cluster == Cluster("10.0.0.1:1234", 2, 1)
+    assert cluster_from("h:9", 3, 0, 5, environ=environ) == Cluster("h:9", 3, 0, 5)  # flags win
+
+
+def test_a_process_that_cannot_reach_the_coordinator_gives_up_in_time():
+    cluster = Cluster(f"127.0.0.1:{_free_port()}", 2, 1, timeout=2)
+    started = time.monotonic()
+    with pytest.raises(UsageError, match="process 1 of 2 could not reach the coordinator"):
+        rendezvous(cluster, "settings")
+    assert 1.5 < time.monotonic() - started < 10
+
+
+def test_process_0_gives_up_when_the_others_do_not_come():
+    cluster = Cluster(f"127.0.0.1:{_free_port()}", 3, 0, timeout=2)
+    with pytest.raises(UsageError, match=r"waited 2 s .* for process\(es\) 1, 2 of 3"):
+        rendezvous(cluster, "settings")
+
+
+def _meet(clusters: list[Cluster], settings: list[str]) -> list[str]:
+    """Rendezvous every cluster in its own thread; each one's error ('' when it met)."""
+    errors = [""] * len(clusters)
+
+    def run(i: int) -> None:
+        try:
+            rendezvous(clusters[i], settings[i])
+        except UsageError as exc:
+            errors[i] = str(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(clusters))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return errors
+
+
+def test_processes_meet_and_are_refused_together_on_different_commands():
+    address = f"127.0.0.1:{_free_port()}"
+    ok = _meet([Cluster(address, 2, 0, 20), Cluster(address, 2, 1, 20)], ["a", "a"])
+    assert ok == ["", ""]
+    address = f"127.0.0.1:{_free_port()}"
+    errors = _meet([Cluster(address, 2, 0, 20), Cluster(address, 2, 1, 20)], ["a", "b"])
+    assert all("other training settings than process 0" in e for e in errors), errors
+    address = f"127.0.0.1:{_free_port()}"
+    errors = _meet([Cluster(address, 2, 0, 20), Cluster(address, 3, 1, 20)], ["a", "a"])
+    assert all("same --num-processes" in e for e in errors), errors
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--num-processes", "3", "--process-id", "0"],
+         "--num-processes, --process-id: only for --strategy multi-process"),
+        (["--strategy", "multi-process", "--coordinator", "127.0.0.1:1", "--num-processes",
+          "2", "--process-id", "2"], "--process-id 2 is out of range"),
+        (["--strategy", "multi-process", "--coordinator", "127.0.0.1:1,127.0.0.1:2,x:3",
+          "--num-processes", "2", "--process-id", "0"], "lists 3 addresses but --num-processes"),
+    ],
+)  # fmt: skip
+def test_train_refuses_bad_cluster_flags_before_anything_is_written(
+    argv, expected, tmp_path, capsys
+):
+    base = ["train", "--model", "vit", "--data", "shapes:100", "--out", str(tmp_path / "run")]
+    assert main([*base, *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert expected in err and "\n" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(
+    os.environ["KERAS_BACKEND"] != "tensorflow", reason="the TensorFlow backend's refusal"
+)
+def test_multi_process_on_tensorflow_is_refused_naming_the_jax_way(tmp_path, capsys):
+    argv = ["train", "--model", "vit", "--data", "shapes:100", "--out", str(tmp_path / "run"),
+            "--strategy", "multi-process", "--coordinator", "127.0.0.1:1",
+            "--num-processes", "2", "--process-id", "0"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--strategy multi-process is not available on the tensorflow backend" in err
+    assert "KERAS_BACKEND=jax" in err and "\n" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_jax
+def test_train_process_with_unreachable_coordinator_exits_2_in_one_line_writing_nothing(
+    tmp_path,
+):
+    started = time.monotonic()
+    proc = _start(1, _free_port(), tmp_path / "run", "--model", "vit", timeout=3)
+    _, stderr = proc.communicate(timeout=300)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 2, stderr[-3000:]
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("toolkit: error:")]
+    assert len(lines) == 1 and "could not reach the coordinator 127.0.0.1:" in lines[0]
+    assert "within 3 s" in lines[0]
+    assert elapsed < 120  # the time-out, not a hang (a fresh Python with JAX takes its time)
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- each process's part of every batch --------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [None, 3])
+def test_the_parts_of_every_batch_put_together_are_the_one_process_batch(seed):
+    x = np.arange(30, dtype=np.uint8).reshape(30, 1)
+    y = np.arange(30)
+    whole = ArrayBatches(x, y, 8, shuffle_seed=seed, multiple=4)
+    parts = [ArrayBatches(x, y, 8, shuffle_seed=seed, multiple=4, part=(p, 2)) for p in (0, 1)]
+    assert len(parts[0]) == len(parts[1]) == len(whole)
+    for index in range(len(whole)):
+        got = [part[index] for part in parts]
+        assert len(got[0]) == len(got[1]) == len(whole[index])  # the same structure everywhere
+        for k, item in enumerate(whole[index]):
+            assert np.array_equal(np.concatenate([got[0][k], got[1][k]]), item)
+            assert len(got[0][k]) == len(item) // 2
+
+
+@pytest.mark.slow
+@needs_jax
+def test_a_batch_the_devices_cannot_share_is_refused_in_every_process_writing_nothing(tmp_path):
+    argv = ("--model", "vit", "--data", "shapes:100", "--epochs", "1", "--batch-size", "6")
+    port = _free_port()
+    results = _finish([_start(pid, port, tmp_path / "run", *argv) for pid in (0, 1)])
+    for rc, _, stderr in results:  # 2 processes x 2 CPU devices: 6 does not split in 4
+        errors = [ln for ln in stderr.splitlines() if ln.startswith("toolkit: error:")]
+        assert rc == 2 and len(errors) == 1, stderr[-3000:]
+        assert "batch size 6 does not split evenly across the 4 devices of 2 processes" in errors[0]
+    assert list(tmp_path.iterdir()) == []
