@@ -49,6 +49,8 @@ def _add_train(p: argparse.ArgumentParser) -> None:
         "--strategy may change)",
     )
     p.add_argument("--seed", type=int, help="data split, shuffling and init seed (default 0)")
+    p.add_argument("--author", help="who made the model: the exported .tflite metadata's author")
+    p.add_argument("--license", help="its terms of use: the exported .tflite metadata's license")
     p.add_argument(
         "--coordinator",
         help="multi-process: HOST:PORT of process 0 (default: KERAS_DISTRIBUTION_JOB_ADDRESSES)",

@@ -88,6 +88,10 @@ def bad_inputs(tmp_path):
             "has 1 class (cat): a classifier needs at least 2",
         ),
         "option typo": (["train", "--epochz", "3"], "did you mean '--epochs'?"),
+        "author on two lines": (
+            ["train", "--model", "vit", "--author", "A\nB"],
+            "--author 'A\\nB' must be printable text on one line",
+        ),
     }
 
 
@@ -96,7 +100,7 @@ CASES = [
     "labels out of range", "empty folder", "bad precision", "bad strategy", "zero epochs",
     "existing run", "resume nothing", "missing run", "corrupt model", "truncated model",
     "unknown command", "negative seed", "huge seed", "huge batch size", "one class",
-    "option typo",
+    "option typo", "author on two lines",
 ]  # fmt: skip
 
 

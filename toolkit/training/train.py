@@ -80,6 +80,8 @@ class TrainOptions:
     jit: bool = False  # compile the step: XLA on TF, torch.compile on torch; JAX always does
     strategy: str = "default"
     seed: int = 0
+    author: str | None = None  # the exported files' metadata: who made the model
+    license: str | None = None  # and under which terms it may be used
 
 
 SEEDS = range(2**32)  # what numpy's and Keras' random generators take
@@ -106,6 +108,13 @@ def _validate(options: TrainOptions) -> Preset:
         value = getattr(options, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    for name in ("author", "license"):
+        value = getattr(options, name)
+        if value is not None and (not value.strip() or not value.isprintable()):
+            raise UsageError(
+                f"--{name} {value!r} must be printable text on one line: it goes into the "
+                "metadata of every exported .tflite"
+            )
     if options.seed not in SEEDS:
         raise UsageError(
             f"--seed must be an integer from 0 to {SEEDS[-1]} (what NumPy and Keras seed with), "
