@@ -32,7 +32,12 @@ from toolkit.runtimes.timing import Protocol, time_calls
 from toolkit.runtimes.worker import input_batch
 
 CPU_RUNTIMES = ("litert", "ort-cpu")  # the runtimes whose files are timed together
-FP32 = {f.runtime: name for name, f in FORMATS.items() if f.precision == "fp32"}
+# runtime -> its reference fp32 format: the first fp32 row of the registry it runs (onnx, not
+# onnx-mobile's fixed-batch .ort)
+FP32 = {
+    runtime: next(n for n, f in FORMATS.items() if f.runtime == runtime and f.precision == "fp32")
+    for runtime in CPU_RUNTIMES
+}
 LITERT_FP32, ORT_FP32 = FP32["litert"], FP32["ort-cpu"]
 DEFAULT_SEGMENTS = 20
 DEFAULT_CALLS = 100  # calls of each file per segment
