@@ -35,24 +35,34 @@ left out (ONNX external data, file not written); ort-cuda fills them with seeded
 of the same shapes and types before timing (latency does not depend on the values; accuracy
 would, so these rows time, never score).
 
-Device command (the `run` tool of a session whose task has a GPU; ~25 MiB travels). Prepare here
-once: `echo /.whl/ >> .git/info/exclude`; `python3 -m pip download --no-deps --only-binary=:all:
---python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 --platform
-manylinux_2_17_x86_64 -d .whl keras==3.15.1 namex optree` (keras 2.3 MiB, optree 0.5 MiB, namex
-6 KiB; the machine has absl-py, h5py, ml-dtypes, rich); `mkdir -p .gpu && cp
-../shared/data/cifar10-jpeg.tar.gz .gpu/` (19.3 MiB; /.gpu/ is in .gitignore); for ort-cuda,
-seed runs exported with `toolkit export RUN --format onnx,onnx-int8` and
-`python -m studies.gpu_rows --slim-onnx RUN/export .gpu/onnx` per run. Then, carry
-[".whl", ".gpu"], timeout_s 600 per call (a 25-minute plan needs a lease of 25 minutes and
-three calls of --rows each; with 15 minutes use --minutes 12):
+Device command, for the `run` tool of a session whose task has a GPU. What travels is the
+checkout the session started in: prepare it there (~25 MiB then travels; /.whl/ and /.gpu/ are
+in .gitignore). keras is not on the machine (keras 2.3 MiB, optree 0.5 MiB and namex 6 KiB
+wheels; absl-py, h5py, ml-dtypes and rich are there); TensorFlow is not there either, so the
+.onnx files are exported here:
+
+    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+      --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+      -d .whl keras==3.15.1 namex optree
+    mkdir -p .gpu && cp ../shared/data/cifar10-jpeg.tar.gz .gpu/          # 19.3 MiB
+    for m in shiftvit vit-lsa; do
+      toolkit train --model $m --preset seed --data shapes:64 --epochs 1 --batch-size 16 \
+        --out /tmp/seed-$m && toolkit export --format onnx,onnx-int8 /tmp/seed-$m &&
+      python -m studies.gpu_rows --slim-onnx /tmp/seed-$m/export .gpu/onnx; done
+
+then `run` with carry [".whl", ".gpu"] and timeout_s 600 (one call runs at most 10 minutes:
+with a 15-minute lease, one call of --minutes 9; a 25-minute plan is three calls with --rows,
+e.g. train-shiftvit 9.5, train-vit-lsa 8.5, two-process,ort-cuda 6):
 
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
       && export PYTHONPATH=/tmp/site:$PWD KERAS_BACKEND=jax PYTHONUNBUFFERED=1 \
-      && python3 -m studies.gpu_rows --minutes 9.5 --data tar:.gpu/cifar10-jpeg.tar.gz \
+      && python3 -m studies.gpu_rows --minutes 9 --data tar:.gpu/cifar10-jpeg.tar.gz \
          --onnx .gpu/onnx --json $OUT/gpu_rows.json 2>&1 | tee $OUT/gpu_rows.log
 
-The machine's onnxruntime is the CPU package: the ort-cuda rows read "not measured" unless
-onnxruntime-gpu is importable (its cp312 wheel, 1.31.1, is 244 MiB: more than one call carries).
+--minutes counts the rows; pip and the Python start before them take some 15 seconds. The tree
+travels without .git: note the commit beside the JSON ("commit" reads null there). The
+machine's onnxruntime is the CPU package, so the ort-cuda rows read "not measured" unless
+onnxruntime-gpu is importable: its cp312 wheel (1.31.1) is 244 MiB, more than a call carries.
 """
 
 from __future__ import annotations
@@ -501,7 +511,8 @@ def run_two_process(spec: dict, args, context: dict, scratch: Path) -> dict:
 
 def slim_onnx(src: Path, dest: Path) -> list[Path]:
     """Copies of src/*.onnx in `dest` whose initializers over SLIM_THRESHOLD bytes are left
-    out: ONNX external data naming SLIM_DATA, a file not written."""
+    out: ONNX external data naming SLIM_DATA, a file not written. A run's `export` folder's
+    files are named RUN-FILE (the run folder's name first), so that two runs' files can meet."""
     import onnx
 
     dest.mkdir(parents=True, exist_ok=True)
@@ -514,7 +525,7 @@ def slim_onnx(src: Path, dest: Path) -> list[Path]:
         for tensor in model.graph.initializer:
             if onnx.external_data_helper.uses_external_data(tensor):
                 tensor.ClearField("raw_data")  # what save() would write to SLIM_DATA
-        target = dest / path.name
+        target = dest / (f"{src.parent.name}-{path.name}" if src.name == "export" else path.name)
         with open(target, "wb") as f:
             f.write(model.SerializeToString())
         written.append(target)

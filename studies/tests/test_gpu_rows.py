@@ -182,3 +182,11 @@ def test_cpu_check_runs_the_rows_on_the_cpu_as_labelled_checks(tmp_path):
     assert [r["status"] for r in ort["check"]["rows"]] == ["ok", "ok"]
     assert {r["weights_filled"] for r in ort["check"]["rows"]} == {1}
     assert "## train-shiftvit (CPU check: not a GPU figure)" in proc.stdout
+
+
+def test_only_cifar10_data_holds_shiftvit_to_its_seed_figure():
+    assert gpu_rows._has_seed_data("shiftvit", "cifar10-jpeg")
+    assert gpu_rows._has_seed_data("shiftvit", "CIFAR-10")
+    assert not gpu_rows._has_seed_data("shiftvit", "cifar100")
+    assert not gpu_rows._has_seed_data("shiftvit", "shapes")
+    assert not gpu_rows._has_seed_data("vit-lsa", "cifar10-jpeg")  # its figure is CIFAR-100
