@@ -4,8 +4,9 @@
         [--rows ROW[,ROW...]] [--preset seed] [--cpu-check]
     python -m studies.gpu_rows --slim-onnx SRC_DIR DEST_DIR
 
-A plan of rows, each with its share of `--minutes` (the shares of the rows run, renormalised,
-sum to at most `--minutes`; a row that overruns its budget is stopped and reads "failed"):
+A plan of rows, each with a budget: setup 60 s (at most half of `--minutes`), the rows chosen
+(`--rows`) the rest by their shares; the budgets sum to at most `--minutes`. A row that
+overruns its budget is stopped and reads "failed"; a training row stops itself before that:
 
 - setup: unpack `--data tar:FILE.tar.gz` outside the tree, find the GPUs (nvidia-smi, and
   jax.devices() in a child process, so this process never holds GPU memory).
@@ -108,7 +109,7 @@ class RowSpec:
 
 
 PLAN = (
-    RowSpec("setup", "unpack the data, find the GPUs", 0.04),
+    RowSpec("setup", "unpack the data, find the GPUs", 0.0),  # SETUP_S
     RowSpec("train-shiftvit", "ShiftViT on JAX, bf16, one GPU: images/s, minutes to seed", 0.38),
     RowSpec("train-vit-lsa", "ViT-LSA on JAX, bf16, one GPU: images/s, accuracy at budget", 0.34),
     RowSpec("two-process", "--strategy multi-process, two processes on the GPUs", 0.10),
@@ -120,16 +121,20 @@ ORT_WARMUP = 20
 ORT_ROW_OVERHEAD_S = 6.0  # a worker's start, session load and warmup, beside its timed calls
 SLIM_THRESHOLD = 1024  # bytes: larger initializers are left out of a slim copy
 SLIM_DATA = "weights_left_out.bin"  # the external data file a slim copy names and lacks
+SETUP_S = 60.0  # unpacking CIFAR-10's JPEG copy (236 MB) and the jax probe
 CHILD_GRACE_S = 0.9  # a child aims to end inside this part of its budget
 
 
 def plan(minutes: float, rows: tuple[str, ...]) -> list[dict]:
-    """The rows run, setup first, each with its budget in seconds: their shares renormalised
-    over the rows chosen so that the budgets sum to at most `minutes`."""
-    chosen = [r for r in PLAN if r.id == "setup" or r.id in rows]
-    total = sum(r.share for r in chosen)
-    return [
-        {"id": r.id, "what": r.what, "budget_s": math.floor(minutes * 60 * r.share / total)}
+    """The rows run, setup first, each with its budget in seconds: setup SETUP_S (at most half
+    the minutes), the other rows the rest by their shares, so that the budgets sum to at most
+    `minutes`."""
+    total = minutes * 60
+    setup = min(SETUP_S, total / 2)
+    chosen = [r for r in PLAN if r.id in rows]
+    shares = sum(r.share for r in chosen)
+    return [{"id": PLAN[0].id, "what": PLAN[0].what, "budget_s": math.floor(setup)}] + [
+        {"id": r.id, "what": r.what, "budget_s": math.floor((total - setup) * r.share / shares)}
         for r in chosen
     ]
 
@@ -380,7 +385,9 @@ def _missing(context: dict, need_gpu: bool) -> str | None:
 
 
 def _no_gpu_reason(context: dict) -> str:
-    seen = ", ".join(sorted({p for p, _ in context["jax_devices"]})) or "nothing"
+    if context["jax_error"]:
+        return f"no GPU found: the jax probe failed ({context['jax_error']})"
+    seen = ", ".join(sorted({p for p, _ in context["jax_devices"]})) or "no device"
     smi = "; nvidia-smi lists " + context["gpus"][0] if context["gpus"] else ""
     return f"no GPU: jax sees {seen}{smi}"
 

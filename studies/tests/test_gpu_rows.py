@@ -5,6 +5,7 @@ their weights are filled; with --cpu-check (slow) the rows run on the CPU as lab
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -71,6 +72,7 @@ def test_the_plan_budgets_sum_to_at_most_the_minutes(minutes, rows):
     assert sum(s["budget_s"] for s in steps) >= minutes * 60 - len(steps)  # floors only
     if minutes >= 1:
         assert all(s["budget_s"] > 0 for s in steps)
+    assert steps[0]["budget_s"] == min(60, math.floor(minutes * 30))
 
 
 def test_without_a_gpu_every_gpu_row_reads_not_measured_and_why(tmp_path):
@@ -105,7 +107,8 @@ def test_without_a_gpu_every_gpu_row_reads_not_measured_and_why(tmp_path):
     assert "ort-cuda is unavailable" in rows["ort-cuda"]["reason"]
     assert report["command"].startswith("python -m studies.gpu_rows --minutes 0.5")
     assert report["machine"]["cpu"] and report["machine"]["versions"]["jax"]
-    assert "| train-shiftvit | 11 s | - | not measured: no GPU: jax sees cpu" in proc.stdout
+    budget = rows["train-shiftvit"]["budget_s"]
+    assert f"| train-shiftvit | {budget} s | - | not measured: no GPU: jax sees cpu" in proc.stdout
     assert "- GPU: none (nvidia-smi lists no GPU)" in proc.stdout
 
 
