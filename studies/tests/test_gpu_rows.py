@@ -166,7 +166,7 @@ def test_cpu_check_runs_the_rows_on_the_cpu_as_labelled_checks(tmp_path):
     _image_model(tmp_path / "src" / "m.onnx")
     gpu_rows.slim_onnx(tmp_path / "src", tmp_path / "slim")
     out = tmp_path / "r.json"
-    argv = ["--minutes", "2", "--data", "shapes:300", "--preset", "tiny", "--cpu-check"]
+    argv = ["--minutes", "4", "--data", "shapes:300", "--preset", "tiny", "--cpu-check"]
     argv += ["--rows", "train-shiftvit,ort-cuda", "--onnx", str(tmp_path / "slim")]
     proc = _run(*argv, "--json", str(out), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
