@@ -7,7 +7,8 @@ each and are run by hand, so they may import TensorFlow, the exporters and each 
     python -m studies.compare A/bench.json B/bench.json   # repeatability, row by row
     python -m studies.op_profile RUN/export/model_int8.onnx   # time per op type
     python -m studies.jpeg_gap score RUN --originals SAMPLE.npz   # what JPEG q75 costs
-    bash studies/ort_cuda.sh MODELS_DIR TEST_NPZ OUT_DIR   # ORT CUDA on a GPU box
+    python -m studies.gpu_rows --minutes 9 --json OUT   # the GPU rows in one device budget
+    bash studies/ort_cuda.sh MODELS_DIR TEST_NPZ OUT_DIR   # ORT CUDA vs CPU agreement
 
 keras_io_port.py is the baseline train_throughput compares against; nothing else imports it.
 """

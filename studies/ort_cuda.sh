@@ -7,6 +7,9 @@
 # MODELS_DIR holds NAME.onnx files; TEST_NPZ has x (N,H,W,3 uint8) and y (N,) labels (a run's test
 # split); OUT_DIR gets gpu_info.txt, gpu_latency.jsonl (one toolkit.runtimes.worker row per line) and
 # gpu_accuracy.txt. Results of the run on an H100: records/notes/gpu.md.
+# The latency rows (CUDA graphs on and off, inside a device budget) are now
+# `python -m studies.gpu_rows --rows ort-cuda`; this script stays for the agreement check, which
+# needs the files' real weights and a test split.
 set -u
 models=$1 test_npz=$2 out=$3
 mkdir -p "$out"

@@ -292,6 +292,38 @@ def test_a_graph_ort_cannot_capture_runs_node_by_node_and_says_why(monkeypatch, 
     assert isinstance(session, Captured) and state == "on"
 
 
+def test_ort_cuda_without_cuda_graphs_runs_node_by_node_and_the_worker_says_so(monkeypatch):
+    """RuntimeOptions(cuda_graph=False) (the worker's --no-cuda-graph) keeps the plain CUDA
+    session: no graph session is opened, and the reason is recorded."""
+    from toolkit.runtimes import onnxruntime as adapter
+    from toolkit.runtimes.timing import Protocol
+    from toolkit.runtimes.worker import build_parser, worker_command
+
+    opened = []
+    monkeypatch.setattr(
+        adapter, "_cuda_graph_session", lambda *a: opened.append(a) or ("graph", "on")
+    )
+    session = object.__new__(adapter.OrtSession)  # a CUDA session needs a GPU; its options do not
+    session.session, session.path, session.runtime = "plain", Path("m.onnx"), "ort-cuda"
+    session.options = RuntimeOptions(cuda_graph=False)
+    assert session.bound_session() == (
+        "plain",
+        "off: not asked for (RuntimeOptions.cuda_graph=False)",
+    )
+    assert opened == []
+    session.options = RuntimeOptions()
+    assert session.bound_session() == ("graph", "on") and len(opened) == 1
+    session.runtime = "ort-cpu"
+    assert session.bound_session() == ("plain", "off: ort-cpu")
+
+    protocol = Protocol(warmup=1, runs=2, seconds=None)
+    argv = worker_command(Path("m.onnx"), "ort-cuda", 1, protocol, None, cuda_graph=False)
+    assert argv[-1] == "--no-cuda-graph"
+    assert not build_parser().parse_args(argv[3:]).cuda_graph
+    default = worker_command(Path("m.onnx"), "ort-cuda", 1, protocol, None)
+    assert "--no-cuda-graph" not in default and build_parser().parse_args(default[3:]).cuda_graph
+
+
 def test_mediapipe_refuses_files_without_metadata_in_one_line(artifacts, tmp_path):
     """A .tflite without TFLite Model Metadata (another program's) and bytes that are no TFLite
     model: one-line UsageErrors naming the way out, found before the task is created."""

@@ -36,6 +36,7 @@ class RuntimeOptions:
     """Knobs a runtime may take; an adapter ignores the ones it has no use for."""
 
     threads: int | None = None
+    cuda_graph: bool = True  # ort-cuda: bound runs replay a CUDA graph where ORT accepts one
 
 
 class Session(Protocol):

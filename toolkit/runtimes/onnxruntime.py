@@ -120,9 +120,7 @@ class OrtSession:
         import onnxruntime as ort
 
         device = DEVICES[self.runtime]
-        session, cuda_graph = self.session, "off: ort-cpu"
-        if self.runtime == "ort-cuda":
-            session, cuda_graph = _cuda_graph_session(self.path, self.options, self.session)
+        session, cuda_graph = self.bound_session()
         self.settings = {**self.settings, "cuda_graph": cuda_graph}
         x = to_input(check_images(images, self.input), self.input)
         shape = [len(x), *(d or 1 for d in self.output.shape[1:])]
@@ -131,6 +129,15 @@ class OrtSession:
         binding.bind_ortvalue_input(self.input.name, ort.OrtValue.ortvalue_from_numpy(x, device, 0))
         binding.bind_ortvalue_output(self.output.name, y)
         return IoBoundRun(session, binding, self.output, cuda_graph)
+
+    def bound_session(self) -> tuple[object, str]:
+        """The session `bind` runs on and its CUDA graph state: "on", or "off: why" (ort-cpu;
+        `RuntimeOptions.cuda_graph` False; ORT refusing to capture this graph)."""
+        if self.runtime != "ort-cuda":
+            return self.session, f"off: {self.runtime}"
+        if not self.options.cuda_graph:
+            return self.session, "off: not asked for (RuntimeOptions.cuda_graph=False)"
+        return _cuda_graph_session(self.path, self.options, self.session)
 
 
 def _cuda_graph_session(path: Path, options: RuntimeOptions, fallback) -> tuple[object, str]:

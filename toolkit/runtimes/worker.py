@@ -73,9 +73,15 @@ def input_batch(shape: tuple[int | None, ...], batch: int) -> np.ndarray:
 
 
 def measure(
-    artifact: Path, runtime: str, batch: int, protocol: Protocol, threads: int | None
+    artifact: Path,
+    runtime: str,
+    batch: int,
+    protocol: Protocol,
+    threads: int | None,
+    cuda_graph: bool = True,
 ) -> dict:
-    """One row: load and first-inference time, latency stats, peak RSS; never raises."""
+    """One row: load and first-inference time, latency stats, peak RSS; never raises.
+    `cuda_graph` False times ort-cuda node by node (no CUDA graph replay)."""
     row: dict = {
         "artifact": str(artifact),
         "runtime": runtime,
@@ -87,7 +93,7 @@ def measure(
     row["rss_before_load_mb"] = round(peak_rss_mb(), 1)
     try:
         session, load_ms = timed_once(
-            lambda: open_artifact(artifact, runtime, RuntimeOptions(threads=threads))
+            lambda: open_artifact(artifact, runtime, RuntimeOptions(threads, cuda_graph))
         )
     except RuntimeUnavailable as exc:
         return {**row, "status": "unavailable", "reason": exc.reason}
@@ -117,6 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seconds", type=finite_float, help="time budget of the timed calls")
     parser.add_argument("--warmup", type=int, default=10, help="untimed calls first")
     parser.add_argument("--threads", type=int, help="intra-op threads (ORT, LiteRT)")
+    parser.add_argument(
+        "--no-cuda-graph",
+        dest="cuda_graph",
+        action="store_false",
+        help="ort-cuda: run node by node, no CUDA graph replay",
+    )
     return parser
 
 
@@ -132,20 +144,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     unbounded = args.runs is None and args.seconds is None
     protocol = Protocol(args.warmup, args.runs, Protocol.seconds if unbounded else args.seconds)
-    row = measure(args.artifact, args.runtime, args.batch, protocol, args.threads)
+    row = measure(args.artifact, args.runtime, args.batch, protocol, args.threads, args.cuda_graph)
     print(json.dumps(row), flush=True)
     return 0
 
 
 def worker_command(
-    path: Path, runtime: str, batch: int, protocol: Protocol, threads: int | None
+    path: Path,
+    runtime: str,
+    batch: int,
+    protocol: Protocol,
+    threads: int | None,
+    cuda_graph: bool = True,
 ) -> list[str]:
     """The `python -m toolkit.runtimes.worker` argv that measures one row."""
     argv = [sys.executable, "-m", MODULE, "--artifact", str(path), "--runtime", runtime]
     argv += ["--batch", str(batch), "--warmup", str(protocol.warmup)]
     argv += ["--runs", str(protocol.runs)] if protocol.runs is not None else []
     argv += ["--seconds", str(protocol.seconds)] if protocol.seconds is not None else []
-    return argv + (["--threads", str(threads)] if threads is not None else [])
+    argv += ["--threads", str(threads)] if threads is not None else []
+    return argv + ([] if cuda_graph else ["--no-cuda-graph"])
 
 
 def worker_env(runtime: str) -> dict[str, str]:
@@ -167,9 +185,10 @@ def run_worker(
     protocol: Protocol,
     threads: int | None,
     timeout_s: float = WORKER_TIMEOUT_S,
+    cuda_graph: bool = True,
 ) -> dict:
     """One row measured in a fresh worker; a crash, a timeout or garbage is a failed row."""
-    argv = worker_command(path, runtime, batch, protocol, threads)
+    argv = worker_command(path, runtime, batch, protocol, threads, cuda_graph)
     try:
         done = subprocess.run(
             argv, capture_output=True, text=True, timeout=timeout_s, env=worker_env(runtime)
