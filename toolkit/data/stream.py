@@ -3,9 +3,10 @@ batch asks for them, and the choice between it and the in-memory array.
 
 A folder whose decoded images (N x SIZE x SIZE x 3 bytes) fit comfortably in memory is decoded
 once into one uint8 array (and cached, `toolkit.data.decode_cache`); a larger one is streamed:
-the Dataset holds file paths, and the input pipeline's workers decode each batch ahead of the
-step (`toolkit.data.array_pipeline`, on every backend), so memory stays bounded by the queue of
-batches, not the folder. `folder:PATH[@SIZE],MODE` forces a mode (auto, memory, stream).
+the Dataset holds file paths, and the input pipeline's threads decode each batch ahead of the
+step (tf.data on TensorFlow, `toolkit.data.tf_pipeline`; the PyDataset's workers elsewhere,
+`toolkit.data.array_pipeline`), so memory stays bounded by the batches queued, not the folder.
+`folder:PATH[@SIZE],MODE` forces a mode (auto, memory, stream).
 
 Every file's byte size and modification time are recorded when the folder is listed; a file
 removed or rewritten while streaming is a UsageError naming it, raised before anything of the

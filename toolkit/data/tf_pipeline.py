@@ -1,5 +1,14 @@
 """tf.data input pipelines yielding (float32 images 0-255, int64 labels) batches: the TensorFlow
-backend's, augmenting in parallel with the train step."""
+backend's, augmenting in parallel with the train step.
+
+Batches gather their images by index from the source: an in-memory array (held once as a
+host tensor), or a streamed folder (`FolderImages`), whose batches are decoded by the same
+Pillow code as the in-memory copy (`tf.numpy_function`), several batches at a time in
+tf.data's threads - the same pixels, the same seeded order and augmentation, and memory
+bounded by the batches in flight. A streamed pipeline runs on threads of its own: decoding in
+the pool that also runs the train step's ops stalled the step (tiny CIFAR-10 epoch +70-120%
+wall time that way, within 5% with its own threads; records/README.md#stream-memory-tf-epyc-2core).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +18,12 @@ import numpy as np
 import tensorflow as tf
 
 from toolkit.data.augment import Augmentation
+from toolkit.data.stream import FolderImages, is_streamed
 from toolkit.data.tf_augment import augment_fn
 
 AUTOTUNE = tf.data.AUTOTUNE
 AUGMENTS = True  # train_batches applies the augmentation (tf_augment), in parallel with the step
+STREAM_THREADS = 2  # a streamed pipeline's own thread pool (2-core EPYC: 2 and 4 alike)
 
 
 def train_batches(
@@ -23,44 +34,82 @@ def train_batches(
     Each batch gets its own stateless augmentation seed, so a given `seed` reproduces the
     whole stream, epoch after epoch, despite the parallel map.
     """
-    images, labels = _tensors(x, y)
+    gather = _gatherer(x, y)
     fn = augment_fn(aug, int(x.shape[1]), seed)
     order = tf.data.Dataset.range(len(x)).shuffle(len(x), seed=seed, reshuffle_each_iteration=True)
     batches = order.batch(batch_size, drop_remainder=False)
     if not aug.active:
-        return batches.map(_gather(images, labels), num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE)
+        return _threads(batches.map(gather, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE), x)
     seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
-    gather = _gather(images, labels)
 
     def load(idx: tf.Tensor, batch_seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         batch_x, batch_y = gather(idx)
         return fn(batch_x, seed=batch_seed), batch_y
 
-    return (
+    augmented = (
         tf.data.Dataset.zip(batches, seeds)
         .map(load, num_parallel_calls=AUTOTUNE, deterministic=True)
         .prefetch(AUTOTUNE)
     )
+    return _threads(augmented, x)
 
 
 def eval_batches(x: np.ndarray, y: np.ndarray | None, batch_size: int) -> tf.data.Dataset:
     """Batches in the stored order: no shuffle, no augmentation; images only when y is None."""
     labelled = y is not None
-    images, labels = _tensors(x, y if labelled else np.zeros(len(x), np.int64))
-    gather = _gather(images, labels)
+    gather = _gatherer(x, y if labelled else np.zeros(len(x), np.int64))
     fn = gather if labelled else (lambda idx: gather(idx)[0])
-    return (
+    ordered = (
         tf.data.Dataset.range(len(x))
         .batch(batch_size, drop_remainder=False)
         .map(fn, num_parallel_calls=AUTOTUNE, deterministic=True)
         .prefetch(AUTOTUNE)
     )
+    return _threads(ordered, x)
+
+
+def _threads(ds: tf.data.Dataset, x: np.ndarray | FolderImages) -> tf.data.Dataset:
+    """`ds` on a private pool of STREAM_THREADS threads when `x` is streamed, else as it is."""
+    if not is_streamed(x):
+        return ds
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = STREAM_THREADS
+    return ds.with_options(options)
+
+
+def _gatherer(x: np.ndarray | FolderImages, y: np.ndarray) -> Callable[[tf.Tensor], tuple]:
+    """idx batch -> (float32 images, int64 labels) of `x`, `y`, in memory or streamed."""
+    if is_streamed(x):
+        return _decoder(x, _labels(y))
+    return _gather(*_tensors(x, y))
+
+
+def _decoder(x: FolderImages, labels: tf.Tensor) -> Callable[[tf.Tensor], tuple]:
+    """idx batch -> (float32 images decoded from `x`'s files by Pillow, int64 labels).
+
+    A file that changed or no longer decodes raises `x`'s UsageError inside the pipeline;
+    tf.data hands it on wrapped, and `stream_errors` turns it back.
+    """
+    shape = (None, x.size, x.size, 3)
+
+    def gather(idx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        images = tf.numpy_function(x.__getitem__, [idx], tf.uint8, name="decode_files")
+        images = tf.ensure_shape(images, shape)
+        return tf.cast(images, tf.float32), tf.gather(labels, idx)
+
+    return gather
 
 
 def _tensors(x: np.ndarray, y: np.ndarray) -> tuple[tf.Tensor, tf.Tensor]:
     """Images and labels as host-memory tensors held once; batches gather from them by index."""
     with tf.device("/cpu:0"):
-        return tf.convert_to_tensor(x), tf.convert_to_tensor(np.asarray(y, np.int64).reshape(-1))
+        return tf.convert_to_tensor(x), _labels(y)
+
+
+def _labels(y: np.ndarray) -> tf.Tensor:
+    """int64 labels as a host-memory tensor."""
+    with tf.device("/cpu:0"):
+        return tf.convert_to_tensor(np.asarray(y, np.int64).reshape(-1))
 
 
 def _gather(images: tf.Tensor, labels: tf.Tensor) -> Callable[[tf.Tensor], tuple]:
