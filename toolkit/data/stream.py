@@ -137,7 +137,14 @@ class FolderImages:
             list(pool.map(one, range(len(self))))
         return out
 
-    def _decode(self, i: int) -> np.ndarray:
+    def check(self, indices: np.ndarray) -> np.ndarray:
+        """`indices` themselves once every file there is as listed (else the UsageError):
+        for a reader that decodes the files itself."""
+        for i in np.asarray(indices).reshape(-1):
+            self._decode(int(i), decode=False)
+        return indices
+
+    def _decode(self, i: int, decode: bool = True) -> np.ndarray | None:
         path = self.paths[i]
         try:
             stat = os.stat(path)
@@ -151,7 +158,7 @@ class FolderImages:
                     f"folder {self.root} changed while streaming: {path} was {how} after it was "
                     "listed; leave the folder as it is while a command reads it, then rerun"
                 )
-            return load_image(path, self.size)
+            return load_image(path, self.size) if decode else None
         except UsageError as e:
             self.failure = self.failure or e
             raise

@@ -2,13 +2,12 @@
 backend's, augmenting in parallel with the train step.
 
 Batches gather their images by index from the source: an in-memory array (held once as a
-host tensor), or a streamed folder (`FolderImages`), whose batches are decoded by the same
-Pillow code as the in-memory copy (`tf.numpy_function`), several batches at a time in
-tf.data's threads - the same pixels, the same seeded order and augmentation, and memory
-bounded by the batches in flight. A streamed pipeline runs on threads of its own: decoding in
-the pool that also runs the train step's ops stalled the step (tiny CIFAR-10 epoch +70-120%
-wall time that way, within 5% with its own threads; records/README.md#stream-memory-tf-epyc-2core).
-"""
+host tensor), or a streamed folder (`FolderImages`), whose batches are read and decoded to the
+in-memory copy's pixels (`_decoder`) several at a time in tf.data's threads: the same seeded
+order and augmentation, memory bounded by the batches in flight. A streamed pipeline has a
+thread pool of its own: decoding in the pool that runs the train step's ops stalled the step
+(tiny CIFAR-10 epoch on 2 cores, +70-120% wall time against in memory that way, within 5%
+with its own pool; records/README.md#stream-memory-tf-epyc-2core)."""
 
 from __future__ import annotations
 
@@ -85,19 +84,51 @@ def _gatherer(x: np.ndarray | FolderImages, y: np.ndarray) -> Callable[[tf.Tenso
 
 
 def _decoder(x: FolderImages, labels: tf.Tensor) -> Callable[[tf.Tensor], tuple]:
-    """idx batch -> (float32 images decoded from `x`'s files by Pillow, int64 labels).
+    """idx batch -> (float32 images decoded from `x`'s files, int64 labels): the same pixels
+    as Pillow's (`toolkit.data.images.load_image`), which decodes the in-memory copy.
 
-    A file that changed or no longer decodes raises `x`'s UsageError inside the pipeline;
-    tf.data hands it on wrapped, and `stream_errors` turns it back.
+    Whole 3-component JPEGs of the target size (a CIFAR-10 copy, say) decode in TensorFlow,
+    its accurate integer IDCT with fancy upsampling: Pillow's libjpeg settings, the same
+    pixels (tests/test_stream.py), a third of the CPU time. Every other file (another format
+    or size, grey, CMYK, no end marker: truncated) is Pillow's own. Files are checked against
+    their listing first: a changed one raises `x`'s UsageError inside the pipeline, which
+    tf.data hands on wrapped and `stream_errors` turns back.
     """
-    shape = (None, x.size, x.size, 3)
+    size = x.size
+    with tf.device("/cpu:0"):
+        paths = tf.constant(x.paths.astype(str))
+
+    def pillow(i: tf.Tensor) -> tf.Tensor:
+        return tf.numpy_function(x.__getitem__, [i], tf.uint8, name="pillow_decode")
+
+    def one(i: tf.Tensor) -> tf.Tensor:
+        content = tf.io.read_file(tf.gather(paths, i))
+        image = tf.cond(
+            _plain_jpeg(content, size),
+            lambda: tf.io.decode_jpeg(content, channels=3, dct_method="INTEGER_ACCURATE"),
+            lambda: pillow(i),
+        )
+        return tf.ensure_shape(image, (size, size, 3))
 
     def gather(idx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        images = tf.numpy_function(x.__getitem__, [idx], tf.uint8, name="decode_files")
-        images = tf.ensure_shape(images, shape)
+        idx = tf.ensure_shape(tf.numpy_function(x.check, [idx], tf.int64, name="check"), [None])
+        spec = tf.TensorSpec((size, size, 3), tf.uint8)
+        images = tf.map_fn(one, idx, fn_output_signature=spec)
         return tf.cast(images, tf.float32), tf.gather(labels, idx)
 
     return gather
+
+
+def _plain_jpeg(content: tf.Tensor, size: int) -> tf.Tensor:
+    """Whether file bytes `content` are a JPEG of size x size, 3 components, with its end
+    marker (a truncated file goes to Pillow, whose error names it)."""
+
+    def plain() -> tf.Tensor:
+        whole = tf.equal(tf.strings.substr(content, -2, 2), b"\xff\xd9")
+        shape = tf.image.extract_jpeg_shape(content)
+        return whole & tf.reduce_all(tf.equal(shape, [size, size, 3]))
+
+    return tf.cond(tf.io.is_jpeg(content), plain, lambda: tf.constant(False))
 
 
 def _tensors(x: np.ndarray, y: np.ndarray) -> tuple[tf.Tensor, tf.Tensor]:
