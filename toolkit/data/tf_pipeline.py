@@ -6,8 +6,9 @@ host tensor), or a streamed folder (`FolderImages`), whose batches are read and 
 in-memory copy's pixels (`_decoder`) several at a time in tf.data's threads: the same seeded
 order and augmentation, memory bounded by the batches in flight. A streamed pipeline has a
 thread pool of its own: decoding in the pool that runs the train step's ops stalled the step
-(tiny CIFAR-10 epoch on 2 cores, +70-120% wall time against in memory that way, within 5%
-with its own pool; records/README.md#stream-memory-tf-epyc-2core)."""
+(tiny CIFAR-10 epoch on 2 shared cores, wall time against in memory: Pillow decoding there
++67-119%, TF decoding +26-28%; this pipeline +8-12%;
+records/README.md#stream-memory-tf-epyc-2core)."""
 
 from __future__ import annotations
 
