@@ -318,15 +318,25 @@ def _product_threads(row: dict) -> str:
 
 
 def _stream_memory(row: dict) -> str:
-    """Peak RSS per folder size and mode, loader vs step images/s, CIFAR-10 epoch seconds."""
-    rss = ", ".join(f"{r['images']:,} {r['mode']} {r['peak_rss_gb']:.2f} GB" for r in row["rss"])
-    loader = max(r["images_per_s"] for r in row["loader"])
-    step = row["step"][0]["step_images_per_s"]
-    epochs = ", ".join(f"{r['backend']} {r['mode']} {r['epoch_s'][-1]:.1f} s" for r in row["epoch"])
-    return (
-        f"peak RSS {rss}; loader {loader:,.0f} img/s vs seed step {step:,.0f} img/s; "
-        f"CIFAR-10 tiny epoch {epochs}"
-    )
+    """Peak RSS per folder size and mode, loader vs step images/s, CIFAR-10 epoch seconds
+    (each part only where the row ran it; CPU seconds too where recorded)."""
+    parts = []
+    if row["rss"]:
+        rss = ", ".join(
+            f"{r['images']:,} {r['mode']} {r['peak_rss_gb']:.2f} GB" for r in row["rss"]
+        )
+        parts.append(f"peak RSS {rss}")
+    if row["loader"] and row["step"]:
+        loader = max(r["images_per_s"] for r in row["loader"])
+        step = row["step"][0]["step_images_per_s"]
+        parts.append(f"loader {loader:,.0f} img/s vs seed step {step:,.0f} img/s")
+    epochs = []
+    for r in row["epoch"]:
+        cpu = f" ({r['epoch_cpu_s'][-1]:.1f} CPU-s)" if "epoch_cpu_s" in r else ""
+        epochs.append(f"{r['backend']} {r['mode']} {r['epoch_s'][-1]:.1f} s{cpu}")
+    if epochs:
+        parts.append("CIFAR-10 tiny epoch " + ", ".join(epochs))
+    return "; ".join(parts)
 
 
 def _export_size(row: dict) -> str:

@@ -13,7 +13,9 @@ python -m studies.stream_memory [--sizes 10000 100000] [--steps 20] [--json FILE
    by `--workers` threads as the PyDataset's pool does) against the seed preset's step on
    in-memory images of the same size: images/s each.
 3. One epoch (the second: the first compiles) of the tiny preset on the CIFAR-10 JPEG copy
-   (/work/shared/data/cifar10-jpeg.tar.gz, unpacked under --root), streamed and in memory.
+   (/work/shared/data/cifar10-jpeg.tar.gz, unpacked under --root), streamed and in memory:
+   wall and process CPU seconds, `--repeats` times, the modes interleaved, each run with the
+   load average at its start (the machine may be shared). `--parts epoch` runs only this.
 Children run with KERAS_BACKEND=--backend (default jax); the CIFAR epoch on each of
 `--epoch-backends`.
 """
@@ -93,7 +95,8 @@ def _child(args: list[str], backend: str, cache: Path) -> tuple[dict, int]:
 
 
 class _EpochTimes:
-    """A keras callback recording each epoch's wall seconds."""
+    """A keras callback recording each epoch's wall seconds and this process's CPU seconds
+    (all its threads: less swayed than wall time by other work on a shared machine)."""
 
     def __init__(self) -> None:
         import keras
@@ -104,12 +107,13 @@ class _EpochTimes:
                 self.times = times
 
             def on_epoch_begin(self, epoch, logs=None):
-                self.start = time.perf_counter()
+                self.start = time.perf_counter(), time.process_time()
 
             def on_epoch_end(self, epoch, logs=None):
-                self.times.append(time.perf_counter() - self.start)
+                wall, cpu = self.start
+                self.times.append((time.perf_counter() - wall, time.process_time() - cpu))
 
-        self.times: list[float] = []
+        self.times: list[tuple[float, float]] = []
         self.callback = Timer(self.times)
 
 
@@ -151,9 +155,10 @@ def child_fit(spec: str, preset: str, epochs: int, steps: int | None, batch: int
         "streamed": is_streamed(data.x_train),
         "train_images": len(data.y_train),
         "load_s": round(load_s, 2),
-        "epoch_s": [round(t, 2) for t in timer.times],
+        "epoch_s": [round(wall, 2) for wall, _ in timer.times],
+        "epoch_cpu_s": [round(cpu, 2) for _, cpu in timer.times],
         "images_per_epoch": steps_per_epoch * batch,
-        "step_images_per_s": round(steps_per_epoch * batch / timer.times[-1], 1),
+        "step_images_per_s": round(steps_per_epoch * batch / timer.times[-1][0], 1),
         "backend": keras.backend.backend(),
     }
 
@@ -191,6 +196,7 @@ def run(args: argparse.Namespace) -> dict:
     root, cache = args.root, args.root / "cache"
     root.mkdir(parents=True, exist_ok=True)
     report: dict = {"rss": [], "loader": [], "step": [], "epoch": []}
+    report["load_average"] = [round(v, 2) for v in os.getloadavg()]
     jpegs = _jpegs(DISTINCT)
     for count in args.sizes if "rss" in args.parts else ():
         folder = root / f"jpeg{count}"
@@ -228,15 +234,22 @@ def run(args: argparse.Namespace) -> dict:
         )
         report["step"].append({"preset": "seed", **result})
         print(json.dumps(result), file=sys.stderr, flush=True)
-    for backend in args.epoch_backends if "epoch" in args.parts else ():
-        for mode in ("memory", "stream"):
-            steps = str(args.epoch_steps)
-            result, rss = _child(
-                ["fit", f"folder:{cifar}@32,{mode}", "tiny", "2", steps, "0"], backend, cache
-            )
-            row = {"mode": mode, "peak_rss_gb": _gb(rss), **result}
-            report["epoch"].append(row)
-            print(json.dumps(row), file=sys.stderr, flush=True)
+    epochs = [
+        (repeat, backend, mode)
+        for repeat in range(args.repeats)
+        for backend in args.epoch_backends
+        for mode in ("memory", "stream")
+    ]
+    for repeat, backend, mode in epochs if "epoch" in args.parts else ():
+        load = [round(v, 2) for v in os.getloadavg()]
+        steps = str(args.epoch_steps)
+        result, rss = _child(
+            ["fit", f"folder:{cifar}@32,{mode}", "tiny", "2", steps, "0"], backend, cache
+        )
+        row = {"mode": mode, "repeat": repeat, "load_average": load, "peak_rss_gb": _gb(rss)}
+        row.update(result)
+        report["epoch"].append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
     if not args.keep:
         shutil.rmtree(root)
     return report
@@ -267,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--parts", nargs="+", default=["rss", "loader", "epoch"])
     parser.add_argument("--epoch-steps", type=int, default=0, help="0: whole epochs")
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="epoch part: runs of each backend and mode"
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     from bench.machine import describe

@@ -8,12 +8,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from PIL import Image
 
 from cli.main import main
-from toolkit.data import decode_cache, stream
+from toolkit.data import (
+    Augmentation,
+    augments_in_pipeline,
+    decode_cache,
+    eval_dataset,
+    stream,
+    stream_errors,
+    train_dataset,
+)
 from toolkit.data.array_pipeline import ArrayBatches
 from toolkit.data.folder import load_folder
+from toolkit.data.images import load_image
 from toolkit.data.stream import FolderImages, in_memory, stats_images
 from toolkit.errors import UsageError
 from toolkit.rundata import SPLITS
@@ -65,6 +75,105 @@ def test_a_streamed_folder_gives_the_in_memory_images_and_labels(tmp_path, capsy
                     strict=True):  # fmt: skip
         np.testing.assert_array_equal(a[0], b[0])
         np.testing.assert_array_equal(a[1], b[1])
+
+
+@pytest.mark.parametrize(
+    "aug", [Augmentation(), Augmentation(flip=True, crop_resize=(20, 16), erasing=0.5)]
+)
+def test_on_tensorflow_a_streamed_folder_gives_the_in_memory_tf_data_batches(tmp_path, aug):
+    root = _folder(tmp_path / "data")
+    memory = load_folder(f"{root}@16,memory", seed=3)
+    streamed = load_folder(f"{root}@16,stream", seed=3)
+    assert augments_in_pipeline(streamed.x_train)  # tf.data augments it, not the step
+    mem = train_dataset(memory.x_train, memory.y_train, 8, aug, seed=4)
+    st = train_dataset(streamed.x_train, streamed.y_train, 8, aug, seed=4)
+    assert isinstance(st, tf.data.Dataset) and len(st) == len(mem) == -(-len(memory.y_train) // 8)
+    assert st.element_spec == mem.element_spec  # static (None, 16, 16, 3) float32, int64
+    first_epochs = []
+    for _ in range(2):  # a new seeded order each epoch, the same in both
+        pairs = list(zip(mem, st, strict=True))
+        for (mx, my), (sx, sy) in pairs:
+            np.testing.assert_array_equal(sx.numpy(), mx.numpy())
+            np.testing.assert_array_equal(sy.numpy(), my.numpy())
+        first_epochs.append(pairs[0][1][1].numpy())
+    assert not np.array_equal(*first_epochs)
+    for (mx, my), (sx, sy) in zip(
+        eval_dataset(memory.x_val, memory.y_val, 4),
+        eval_dataset(streamed.x_val, streamed.y_val, 4),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(sx.numpy(), mx.numpy())
+        np.testing.assert_array_equal(sy.numpy(), my.numpy())
+    images = np.concatenate([b.numpy() for b in eval_dataset(streamed.x_test, None, 4)])
+    np.testing.assert_array_equal(images, memory.x_test.astype(np.float32))
+
+
+def _jpegs_at_size(root: Path, size: int = 16) -> None:
+    """root/<class>/*: JPEGs already `size` px (every chroma subsampling, baseline and
+    progressive, grey, CMYK) and a PNG."""
+    rng = np.random.default_rng(1)
+    for label, name in enumerate(CLASSES):
+        (root / name).mkdir(parents=True)
+        for sub in (0, 1, 2):
+            for progressive in (False, True):
+                pixels = rng.integers(0, 256, (size, size, 3), np.uint8)
+                image = Image.fromarray(pixels)
+                path = root / name / f"s{sub}p{int(progressive)}.jpg"
+                image.save(path, quality=70 + 10 * label, subsampling=sub, progressive=progressive)
+        image = Image.fromarray(rng.integers(0, 256, (size, size, 3), np.uint8))
+        image.convert("L").save(root / name / "grey.jpg")
+        image.convert("CMYK").save(root / name / "cmyk.jpg")
+        image.save(root / name / "plain.png")
+
+
+def test_jpegs_at_the_size_decode_in_tensorflow_to_pillows_pixels(tmp_path, monkeypatch):
+    root = tmp_path / "data"
+    _jpegs_at_size(root)
+    memory = load_folder(f"{root}@16,memory", seed=2)
+    streamed = load_folder(f"{root}@16,stream", seed=2)
+    decoded_by_pillow = []
+    monkeypatch.setattr(
+        stream,
+        "load_image",
+        lambda path, size: decoded_by_pillow.append(path) or load_image(path, size),
+    )
+    for split in SPLITS:
+        x_mem, x_str = getattr(memory, f"x_{split}"), getattr(streamed, f"x_{split}")
+        batches = list(eval_dataset(x_str, None, 5))
+        np.testing.assert_array_equal(np.concatenate(batches), x_mem.astype(np.float32))
+    # only the grey and CMYK JPEGs and the PNGs went to Pillow: the rest TensorFlow decoded
+    assert sorted({Path(p).name for p in decoded_by_pillow}) == [
+        "cmyk.jpg",
+        "grey.jpg",
+        "plain.png",
+    ]
+    assert len(decoded_by_pillow) == 3 * len(CLASSES)
+
+
+def test_a_truncated_jpeg_under_the_tf_data_pipeline_is_pillows_usage_error(tmp_path):
+    root = tmp_path / "data"
+    _jpegs_at_size(root)
+    images = load_folder(f"{root}@16,stream").x_train
+    path = Path(images.paths[2])
+    data = path.read_bytes()
+    stamp = path.stat()
+    path.write_bytes(data[: len(data) // 2])  # the header still reads; the end marker is gone
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    images.stamps[2] = (len(data) // 2, stamp.st_mtime_ns)  # as if listed truncated
+    with pytest.raises(UsageError, match=f"cannot decode image {path}"), stream_errors(images):
+        list(eval_dataset(images, None, 4))
+
+
+def test_a_file_removed_under_the_tf_data_pipeline_is_its_one_line_usage_error(tmp_path):
+    root = _folder(tmp_path / "data")
+    images = load_folder(f"{root}@16,stream").x_train
+    labels = np.zeros(len(images), np.int64)
+    Path(images.paths[3]).unlink()
+    with pytest.raises(UsageError, match="changed while streaming") as caught:
+        with stream_errors(images):
+            list(train_dataset(images, labels, 4, Augmentation(flip=True), seed=0))
+    assert f"{images.paths[3]} was removed" in str(caught.value)
+    assert "\n" not in str(caught.value)
 
 
 def test_the_split_layout_streams_too(tmp_path):

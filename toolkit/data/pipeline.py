@@ -6,9 +6,8 @@ seeded order every epoch, evaluation keeps the stored order. tf.data stays Tenso
 --jit it trained the seed presets with ~10% more images per CPU-second than the NumPy batches
 and in-step augmentation there (2-core EPYC: ShiftViT 101 vs 92, ViT-LSA 34 vs 31).
 
-Streamed images (a folder too large for memory, `toolkit.data.stream`) take the NumPy batches
-on every backend: their workers decode the files ahead of the step, where tf.data would copy
-the whole source into one tensor.
+Streamed images (a folder too large for memory, `toolkit.data.stream`) take the same pipeline:
+tf.data decodes their batches in its threads, the PyDataset's workers elsewhere.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ import keras
 import numpy as np
 
 from toolkit.data.augment import Augmentation
-from toolkit.data.stream import is_streamed
 
 # backend -> module with train_batches, eval_batches and AUGMENTS; others use DEFAULT_PIPELINE
 PIPELINES = {"tensorflow": "toolkit.data.tf_pipeline"}
@@ -28,9 +26,8 @@ DEFAULT_PIPELINE = "toolkit.data.array_pipeline"
 
 
 def _pipeline(x: object = None) -> ModuleType:
-    """The backend's pipeline module; the NumPy batches for streamed images `x`."""
-    name = DEFAULT_PIPELINE if is_streamed(x) else PIPELINES.get(keras.backend.backend())
-    return importlib.import_module(name or DEFAULT_PIPELINE)
+    """The backend's pipeline module (for in-memory and streamed images `x` alike)."""
+    return importlib.import_module(PIPELINES.get(keras.backend.backend(), DEFAULT_PIPELINE))
 
 
 def augments_in_pipeline(x: object = None) -> bool:

@@ -3,9 +3,10 @@ batch asks for them, and the choice between it and the in-memory array.
 
 A folder whose decoded images (N x SIZE x SIZE x 3 bytes) fit comfortably in memory is decoded
 once into one uint8 array (and cached, `toolkit.data.decode_cache`); a larger one is streamed:
-the Dataset holds file paths, and the input pipeline's workers decode each batch ahead of the
-step (`toolkit.data.array_pipeline`, on every backend), so memory stays bounded by the queue of
-batches, not the folder. `folder:PATH[@SIZE],MODE` forces a mode (auto, memory, stream).
+the Dataset holds file paths, and the input pipeline's threads decode each batch ahead of the
+step (tf.data on TensorFlow, `toolkit.data.tf_pipeline`; the PyDataset's workers elsewhere,
+`toolkit.data.array_pipeline`), so memory stays bounded by the batches queued, not the folder.
+`folder:PATH[@SIZE],MODE` forces a mode (auto, memory, stream).
 
 Every file's byte size and modification time are recorded when the folder is listed; a file
 removed or rewritten while streaming is a UsageError naming it, raised before anything of the
@@ -136,7 +137,14 @@ class FolderImages:
             list(pool.map(one, range(len(self))))
         return out
 
-    def _decode(self, i: int) -> np.ndarray:
+    def check(self, indices: np.ndarray) -> np.ndarray:
+        """`indices` themselves once every file there is as listed (else the UsageError):
+        for a reader that decodes the files itself."""
+        for i in np.asarray(indices).reshape(-1):
+            self._decode(int(i), decode=False)
+        return indices
+
+    def _decode(self, i: int, decode: bool = True) -> np.ndarray | None:
         path = self.paths[i]
         try:
             stat = os.stat(path)
@@ -150,7 +158,7 @@ class FolderImages:
                     f"folder {self.root} changed while streaming: {path} was {how} after it was "
                     "listed; leave the folder as it is while a command reads it, then rerun"
                 )
-            return load_image(path, self.size)
+            return load_image(path, self.size) if decode else None
         except UsageError as e:
             self.failure = self.failure or e
             raise

@@ -1,5 +1,14 @@
 """tf.data input pipelines yielding (float32 images 0-255, int64 labels) batches: the TensorFlow
-backend's, augmenting in parallel with the train step."""
+backend's, augmenting in parallel with the train step.
+
+Batches gather their images by index from the source: an in-memory array (held once as a
+host tensor), or a streamed folder (`FolderImages`), whose batches are read and decoded to the
+in-memory copy's pixels (`_decoder`) several at a time in tf.data's threads: the same seeded
+order and augmentation, memory bounded by the batches in flight. A streamed pipeline has a
+thread pool of its own: decoding in the pool that runs the train step's ops stalled the step
+(tiny CIFAR-10 epoch on 2 shared cores, wall time against in memory: Pillow decoding there
++67-119%, TF decoding +26-28%; this pipeline +8-12%;
+records/README.md#stream-memory-tf-epyc-2core)."""
 
 from __future__ import annotations
 
@@ -9,10 +18,12 @@ import numpy as np
 import tensorflow as tf
 
 from toolkit.data.augment import Augmentation
+from toolkit.data.stream import FolderImages, is_streamed
 from toolkit.data.tf_augment import augment_fn
 
 AUTOTUNE = tf.data.AUTOTUNE
 AUGMENTS = True  # train_batches applies the augmentation (tf_augment), in parallel with the step
+STREAM_THREADS = 2  # a streamed pipeline's own thread pool (2-core EPYC: 2 and 4 alike)
 
 
 def train_batches(
@@ -23,44 +34,114 @@ def train_batches(
     Each batch gets its own stateless augmentation seed, so a given `seed` reproduces the
     whole stream, epoch after epoch, despite the parallel map.
     """
-    images, labels = _tensors(x, y)
+    gather = _gatherer(x, y)
     fn = augment_fn(aug, int(x.shape[1]), seed)
     order = tf.data.Dataset.range(len(x)).shuffle(len(x), seed=seed, reshuffle_each_iteration=True)
     batches = order.batch(batch_size, drop_remainder=False)
     if not aug.active:
-        return batches.map(_gather(images, labels), num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE)
+        return _threads(batches.map(gather, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE), x)
     seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
-    gather = _gather(images, labels)
 
     def load(idx: tf.Tensor, batch_seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         batch_x, batch_y = gather(idx)
         return fn(batch_x, seed=batch_seed), batch_y
 
-    return (
+    augmented = (
         tf.data.Dataset.zip(batches, seeds)
         .map(load, num_parallel_calls=AUTOTUNE, deterministic=True)
         .prefetch(AUTOTUNE)
     )
+    return _threads(augmented, x)
 
 
 def eval_batches(x: np.ndarray, y: np.ndarray | None, batch_size: int) -> tf.data.Dataset:
     """Batches in the stored order: no shuffle, no augmentation; images only when y is None."""
     labelled = y is not None
-    images, labels = _tensors(x, y if labelled else np.zeros(len(x), np.int64))
-    gather = _gather(images, labels)
+    gather = _gatherer(x, y if labelled else np.zeros(len(x), np.int64))
     fn = gather if labelled else (lambda idx: gather(idx)[0])
-    return (
+    ordered = (
         tf.data.Dataset.range(len(x))
         .batch(batch_size, drop_remainder=False)
         .map(fn, num_parallel_calls=AUTOTUNE, deterministic=True)
         .prefetch(AUTOTUNE)
     )
+    return _threads(ordered, x)
+
+
+def _threads(ds: tf.data.Dataset, x: np.ndarray | FolderImages) -> tf.data.Dataset:
+    """`ds` on a private pool of STREAM_THREADS threads when `x` is streamed, else as it is."""
+    if not is_streamed(x):
+        return ds
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = STREAM_THREADS
+    return ds.with_options(options)
+
+
+def _gatherer(x: np.ndarray | FolderImages, y: np.ndarray) -> Callable[[tf.Tensor], tuple]:
+    """idx batch -> (float32 images, int64 labels) of `x`, `y`, in memory or streamed."""
+    if is_streamed(x):
+        return _decoder(x, _labels(y))
+    return _gather(*_tensors(x, y))
+
+
+def _decoder(x: FolderImages, labels: tf.Tensor) -> Callable[[tf.Tensor], tuple]:
+    """idx batch -> (float32 images decoded from `x`'s files, int64 labels): the same pixels
+    as Pillow's (`toolkit.data.images.load_image`), which decodes the in-memory copy.
+
+    Whole 3-component JPEGs of the target size (a CIFAR-10 copy, say) decode in TensorFlow,
+    its accurate integer IDCT with fancy upsampling: Pillow's libjpeg settings, the same
+    pixels (tests/test_stream.py), a third of the CPU time. Every other file (another format
+    or size, grey, CMYK, no end marker: truncated) is Pillow's own. Files are checked against
+    their listing first: a changed one raises `x`'s UsageError inside the pipeline, which
+    tf.data hands on wrapped and `stream_errors` turns back.
+    """
+    size = x.size
+    with tf.device("/cpu:0"):
+        paths = tf.constant(x.paths.astype(str))
+
+    def pillow(i: tf.Tensor) -> tf.Tensor:
+        return tf.numpy_function(x.__getitem__, [i], tf.uint8, name="pillow_decode")
+
+    def one(i: tf.Tensor) -> tf.Tensor:
+        content = tf.io.read_file(tf.gather(paths, i))
+        image = tf.cond(
+            _plain_jpeg(content, size),
+            lambda: tf.io.decode_jpeg(content, channels=3, dct_method="INTEGER_ACCURATE"),
+            lambda: pillow(i),
+        )
+        return tf.ensure_shape(image, (size, size, 3))
+
+    def gather(idx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        idx = tf.ensure_shape(tf.numpy_function(x.check, [idx], tf.int64, name="check"), [None])
+        spec = tf.TensorSpec((size, size, 3), tf.uint8)
+        images = tf.map_fn(one, idx, fn_output_signature=spec)
+        return tf.cast(images, tf.float32), tf.gather(labels, idx)
+
+    return gather
+
+
+def _plain_jpeg(content: tf.Tensor, size: int) -> tf.Tensor:
+    """Whether file bytes `content` are a JPEG of size x size, 3 components, with its end
+    marker (a truncated file goes to Pillow, whose error names it)."""
+
+    def plain() -> tf.Tensor:
+        whole = tf.equal(tf.strings.substr(content, -2, 2), b"\xff\xd9")
+        shape = tf.image.extract_jpeg_shape(content)
+        return whole & tf.reduce_all(tf.equal(shape, [size, size, 3]))
+
+    return tf.cond(tf.io.is_jpeg(content), plain, lambda: tf.constant(False))
 
 
 def _tensors(x: np.ndarray, y: np.ndarray) -> tuple[tf.Tensor, tf.Tensor]:
     """Images and labels as host-memory tensors held once; batches gather from them by index."""
     with tf.device("/cpu:0"):
-        return tf.convert_to_tensor(x), tf.convert_to_tensor(np.asarray(y, np.int64).reshape(-1))
+        return tf.convert_to_tensor(x), _labels(y)
+
+
+def _labels(y: np.ndarray) -> tf.Tensor:
+    """int64 labels as a host-memory tensor."""
+    with tf.device("/cpu:0"):
+        return tf.convert_to_tensor(np.asarray(y, np.int64).reshape(-1))
 
 
 def _gather(images: tf.Tensor, labels: tf.Tensor) -> Callable[[tf.Tensor], tuple]:
