@@ -408,6 +408,7 @@ def test_bench_rows_cover_artifacts_runtimes_and_batches(benched):
     cells = {(r["format"], r["runtime"], r["batch"]) for r in result["rows"]}
     expected = {("keras", "keras"), ("onnx", "ort-cpu"), ("onnx", "ort-cuda")}
     expected |= {("tflite", "litert"), ("tflite-int8", "litert")}
+    expected |= {("tflite", "mediapipe"), ("tflite-int8", "mediapipe")}  # an app's path
     assert cells == {(f, r, b) for f, r in expected for b in (1, 2)}
     macs = json.loads((run / "metrics.json").read_text())["macs_per_image"]
     for row in result["rows"]:
@@ -419,7 +420,9 @@ def test_bench_rows_cover_artifacts_runtimes_and_batches(benched):
         assert row["status"] == "ok", row["reason"]
         assert 0 <= row["top1"] <= 1 and row["runs"] == 3
         assert row["gmacs"] == pytest.approx(macs * row["batch"] / (row["p50_ms"] * 1e6))
-        if row["runtime"] != "keras":
+        if row["runtime"] == "mediapipe":  # LiteRT inside, with the task's pre/postprocessing
+            assert row["roofline_fraction"] is None and row["providers"][0].startswith("Media")
+        elif row["runtime"] != "keras":
             assert row["roofline_fraction"] > 0 and row["attainable_fraction"] > 0
             assert row["weight_bytes"] > 0 and row["bound"] in ("compute", "memory")
             assert row["attainable_fraction"] >= row["roofline_fraction"]  # a roof <= its peak

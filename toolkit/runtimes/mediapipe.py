@@ -70,6 +70,7 @@ def _import_mediapipe():
 def _model_tensors(path: Path, data: bytes) -> tuple[tuple, tuple]:
     """(input shape, output shape) of a .tflite file's bytes, read with the TFLite schema
     MediaPipe ships; a UsageError when the bytes are no TFLite model or have no metadata."""
+    _import_mediapipe()  # quietly, without TensorFlow: the schema module imports all of it
     from mediapipe.tasks.metadata import schema_py_generated as schema
 
     try:
