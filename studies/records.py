@@ -333,9 +333,10 @@ def _stream_memory(row: dict) -> str:
     epochs = []
     for r in row["epoch"]:
         cpu = f" ({r['epoch_cpu_s'][-1]:.1f} CPU-s)" if "epoch_cpu_s" in r else ""
-        epochs.append(f"{r['backend']} {r['mode']} {r['epoch_s'][-1]:.1f} s{cpu}")
+        preset = r.get("preset", "tiny")
+        epochs.append(f"{r['backend']} {preset} {r['mode']} {r['epoch_s'][-1]:.1f} s{cpu}")
     if epochs:
-        parts.append("CIFAR-10 tiny epoch " + ", ".join(epochs))
+        parts.append("CIFAR-10 epoch " + ", ".join(epochs))
     return "; ".join(parts)
 
 

@@ -12,8 +12,9 @@ python -m studies.stream_memory [--sizes 10000 100000] [--steps 20] [--json FILE
 2. The loader alone (the training batches of the CIFAR-10 JPEG copy at 32 px, streamed, decoded
    by `--workers` threads as the PyDataset's pool does) against the seed preset's step on
    in-memory images of the same size: images/s each.
-3. One epoch (the second: the first compiles) of the tiny preset on the CIFAR-10 JPEG copy
-   (/work/shared/data/cifar10-jpeg.tar.gz, unpacked under --root), streamed and in memory:
+3. One epoch (the second: the first compiles) of the tiny preset (or `--epoch-preset`) on the
+   CIFAR-10 JPEG copy (/work/shared/data/cifar10-jpeg.tar.gz, unpacked under --root), streamed
+   and in memory:
    wall and process CPU seconds, `--repeats` times, the modes interleaved, each run with the
    load average at its start (the machine may be shared). `--parts epoch` runs only this.
 Children run with KERAS_BACKEND=--backend (default jax); the CIFAR epoch on each of
@@ -244,9 +245,12 @@ def run(args: argparse.Namespace) -> dict:
         load = [round(v, 2) for v in os.getloadavg()]
         steps = str(args.epoch_steps)
         result, rss = _child(
-            ["fit", f"folder:{cifar}@32,{mode}", "tiny", "2", steps, "0"], backend, cache
+            ["fit", f"folder:{cifar}@32,{mode}", args.epoch_preset, "2", steps, "0"],
+            backend,
+            cache,
         )
         row = {"mode": mode, "repeat": repeat, "load_average": load, "peak_rss_gb": _gb(rss)}
+        row["preset"] = args.epoch_preset
         row.update(result)
         report["epoch"].append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
@@ -280,6 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--parts", nargs="+", default=["rss", "loader", "epoch"])
     parser.add_argument("--epoch-steps", type=int, default=0, help="0: whole epochs")
+    parser.add_argument(
+        "--epoch-preset",
+        default="tiny",
+        help="ShiftViT preset of the epoch part (tiny: the fastest step, the loader's worst case)",
+    )
     parser.add_argument(
         "--repeats", type=int, default=1, help="epoch part: runs of each backend and mode"
     )
