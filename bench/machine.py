@@ -63,19 +63,25 @@ def last_level_cache_bytes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache
     return None if best is None else best[1]
 
 
-def gpu_name() -> str | None:
-    """The first NVIDIA GPU's name from nvidia-smi, or None."""
+def nvidia_gpus(fields: tuple[str, ...] = ("name", "driver_version", "memory.total")) -> list[str]:
+    """One line per NVIDIA GPU from nvidia-smi (its `fields`, comma-separated), or none."""
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
             capture_output=True,
             text=True,
-            timeout=10,
+            timeout=20,
             check=True,
-        )
+        ).stdout
     except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def gpu_name() -> str | None:
+    """The first NVIDIA GPU's name and driver from nvidia-smi, or None."""
+    gpus = nvidia_gpus(("name", "driver_version"))
+    return gpus[0] if gpus else None
 
 
 def describe() -> dict:

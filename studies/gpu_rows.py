@@ -335,21 +335,6 @@ def _child(argv: list[str], env: dict[str, str], timeout_s: float) -> tuple[dict
     return None, f"child exited {done.returncode}: {(lines or ['no output'])[-1][:200]}"
 
 
-def nvidia_gpus() -> list[str]:
-    """One line per NVIDIA GPU from nvidia-smi (name, driver, memory), or none."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [line.strip() for line in out.splitlines() if line.strip()]
-
-
 def unpack(spec: str, into: Path) -> str:
     """`tar:FILE` -> folder:DIR of the archive unpacked under `into` (its one top folder when it
     has one); any other spec unchanged."""
@@ -370,6 +355,8 @@ def _row(spec: dict, status: str, reason: str | None = None, **extra) -> dict:
 
 def run_setup(spec: dict, args, scratch: Path) -> tuple[dict, dict]:
     """Unpack the data and find the devices; the row and the context later rows use."""
+    from bench.machine import nvidia_gpus
+
     start = time.perf_counter()
     context: dict = {"gpus": nvidia_gpus(), "data": None, "data_error": None}
     try:
@@ -749,7 +736,7 @@ def _commit() -> str | None:
 def _machine() -> dict:
     from importlib import metadata
 
-    from bench.machine import describe
+    from bench.machine import describe, nvidia_gpus
 
     machine = describe()
     machine["gpus"] = nvidia_gpus()

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.machine import nvidia_gpus
 from studies import gpu_rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +61,7 @@ def _image_model(path: Path) -> Path:
 
 
 def _gpu_visible() -> bool:
-    return bool(gpu_rows.nvidia_gpus())
+    return bool(nvidia_gpus())
 
 
 @pytest.mark.parametrize("minutes", [0.5, 1.0, 12.0, 25.0, 37.3])
