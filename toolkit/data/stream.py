@@ -21,6 +21,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 from PIL import Image
@@ -141,10 +142,11 @@ class FolderImages:
         """`indices` themselves once every file there is as listed (else the UsageError):
         for a reader that decodes the files itself."""
         for i in np.asarray(indices).reshape(-1):
-            self._decode(int(i), decode=False)
+            self._checked(int(i))
         return indices
 
-    def _decode(self, i: int, decode: bool = True) -> np.ndarray | None:
+    def _checked(self, i: int) -> str:
+        """File `i`'s path, once its size and modification time are still those listed."""
         path = self.paths[i]
         try:
             stat = os.stat(path)
@@ -152,16 +154,26 @@ class FolderImages:
             how = "rewritten"
         except OSError:
             changed, how = True, "removed"
-        try:
-            if changed:
-                raise UsageError(
+        if changed:
+            self._fail(
+                UsageError(
                     f"folder {self.root} changed while streaming: {path} was {how} after it was "
                     "listed; leave the folder as it is while a command reads it, then rerun"
                 )
-            return load_image(path, self.size) if decode else None
+            )
+        return path
+
+    def _decode(self, i: int) -> np.ndarray:
+        path = self._checked(i)
+        try:
+            return load_image(path, self.size)
         except UsageError as e:
-            self.failure = self.failure or e
-            raise
+            self._fail(e)
+
+    def _fail(self, error: UsageError) -> NoReturn:
+        """Keep the first failure (a pipeline may wrap what it raises) and raise `error`."""
+        self.failure = self.failure or error
+        raise error
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "failure": None}  # picklable for worker processes
