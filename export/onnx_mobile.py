@@ -37,18 +37,18 @@ from onnxruntime.tools.mobile_helpers import usability_checker
 from onnxruntime.tools.onnx_model_utils import fix_output_shapes, make_input_shape_fixed
 from onnxruntime.tools.ort_format_model import create_config_from_models
 
-from export.errors import ExportError
 from export.manifest import Extras
 from export.onnx import fp32_onnx_at, save_onnx
 from export.onnx_rewrite import (
-    REWRITE_TOLERANCE,
     GraphIndex,
     Shapes,
+    check_unchanged,
     drop_dead_nodes,
     gelu_at,
     observe_shapes,
     outputs,
     probe_inputs,
+    replace_node,
 )
 from export.oplist import Op
 from export.signature import INPUT_NAME
@@ -85,15 +85,6 @@ def _const(model: onnx.ModelProto, name: str, value) -> str:
     return name
 
 
-def _splice(model: onnx.ModelProto, old: onnx.NodeProto, new: list[onnx.NodeProto]) -> None:
-    """Put `new` where `old` was, keeping the graph's topological order."""
-    nodes = model.graph.node
-    index = list(nodes).index(old)
-    nodes.remove(old)
-    for offset, node in enumerate(new):
-        nodes.insert(index + offset, node)
-
-
 def decompose_layer_norm(model: onnx.ModelProto, _shapes: Shapes | None = None) -> int:
     """Every last-axis LayerNormalization -> mean/variance/sqrt/div in standard ops; the count."""
     count = 0
@@ -121,7 +112,7 @@ def decompose_layer_norm(model: onnx.ModelProto, _shapes: Shapes | None = None) 
             nodes.append(helper.make_node("Add", [last, bias[0]], [node.output[0]]))
         for i, n in enumerate(nodes):
             n.name = f"{base}/mobile_{i}"
-        _splice(model, node, nodes)
+        replace_node(model, node, nodes)
         count += 1
     return count
 
@@ -143,7 +134,7 @@ def gelu_without_erf(model: onnx.ModelProto, _shapes: Shapes | None = None) -> i
     one, half = _const(model, "gelu_mobile/one", 1.0), _const(model, "gelu_mobile/half", 0.5)
     for out, x in matches:
         base = out.name or out.output[0]
-        _splice(model, out, _gelu_nodes(x, out.output[0], base, coeffs, one, half))
+        replace_node(model, out, _gelu_nodes(x, out.output[0], base, coeffs, one, half))
     return len(matches)
 
 
@@ -213,7 +204,7 @@ def pad_as_concat(model: onnx.ModelProto, shapes: Shapes) -> int:
         if not nodes:
             continue
         nodes[-1].output[0] = node.output[0]
-        _splice(model, node, nodes)
+        replace_node(model, node, nodes)
         count += 1
     return count
 
@@ -230,7 +221,7 @@ def spell_reciprocal_and_neg(model: onnx.ModelProto, _shapes: Shapes | None = No
         inputs = [const, node.input[0]] if position == 0 else [node.input[0], const]
         base = node.name or node.output[0]
         new = helper.make_node(kind, inputs, list(node.output), name=f"{base}/mobile")
-        _splice(model, node, [new])
+        replace_node(model, node, [new])
         count += 1
     return count
 
@@ -275,13 +266,7 @@ def mobile_graph(dynamic: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, i
     shapes = observe_shapes(model, (MOBILE_BATCH,))
     done = {name: apply(model, shapes) for name, apply in MOBILE_PASSES.items()}
     drop_dead_nodes(model)
-    for want, got in zip(before, outputs(model, inputs), strict=True):
-        error = float(np.max(np.abs(got - want)))
-        if not error <= REWRITE_TOLERANCE * max(1.0, float(np.max(np.abs(want)))):
-            raise ExportError(
-                f"{FORMAT}: the mobile spelling changed the logits by up to {error:.3g}: a "
-                "toolkit bug, report it"
-            )
+    check_unchanged(f"{FORMAT}: the mobile spelling", inputs, before, outputs(model, inputs))
     return model, done
 
 

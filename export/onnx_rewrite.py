@@ -161,7 +161,7 @@ def _dynamic_dims(shapes: tuple[tuple[int, ...], ...]) -> list[int]:
     return [i for i, dims in enumerate(zip(*shapes, strict=True)) if len(set(dims)) > 1]
 
 
-def _replace(model: onnx.ModelProto, old: onnx.NodeProto, new: list[onnx.NodeProto]) -> None:
+def replace_node(model: onnx.ModelProto, old: onnx.NodeProto, new: list[onnx.NodeProto]) -> None:
     """Put `new` where `old` was in the node list (the graph stays topologically sorted)."""
     nodes = model.graph.node
     index = next(i for i, n in enumerate(nodes) if n is old)
@@ -276,7 +276,7 @@ def fuse_layer_norm(model: onnx.ModelProto, shapes: Shapes) -> int:
             axis=-1,
             epsilon=eps,
         )
-        _replace(model, out, [node])
+        replace_node(model, out, [node])
     return len(matches)
 
 
@@ -340,7 +340,7 @@ def fuse_gelu(model: onnx.ModelProto) -> int:
             helper.make_node("Mul", [x, t[2]], [t[3]], name=t[3]),
             helper.make_node("Mul", [t[3], half], [out.output[0]], name=f"{base}/Gelu"),
         ]
-        _replace(model, out, nodes)
+        replace_node(model, out, nodes)
     return len(matches)
 
 
@@ -367,7 +367,7 @@ def fuse_tensordot(model: onnx.ModelProto, shapes: Shapes) -> int:
             continue
         matmul.input[0] = x
         matmul.output[0] = back.output[0]
-        _replace(model, back, [])
+        replace_node(model, back, [])
         count += 1
     return count
 
@@ -443,7 +443,7 @@ def additive_diagonal_mask(model: onnx.ModelProto, shapes: Shapes) -> int:
                 "Softmax", [masked], [div.output[0]], name=f"{base}/Softmax{FLOAT_NODE_SUFFIX}"
             ),
         ]
-        _replace(model, div, nodes)
+        replace_node(model, div, nodes)
     return len(matches)
 
 
@@ -540,7 +540,7 @@ def fuse_attention(model: onnx.ModelProto, shapes: Shapes) -> int:
             kv_num_heads=heads,
             scale=scale,
         )
-        _replace(model, out, [node])
+        replace_node(model, out, [node])
     return len(matches)
 
 
@@ -602,11 +602,11 @@ def drop_identity_resizes(model: onnx.ModelProto, shapes: Shapes) -> int:
         if source not in shapes or shapes.get(result) != shapes[source]:
             continue
         if result in graph_outputs:
-            _replace(
+            replace_node(
                 model, node, [helper.make_node("Identity", [source], [result], name=node.name)]
             )
         else:
-            _replace(model, node, [])
+            replace_node(model, node, [])
             for reader in model.graph.node:
                 for i, name in enumerate(reader.input):
                     if name == result:
@@ -650,11 +650,18 @@ def rewrite(model: onnx.ModelProto, samples: np.ndarray | None = None) -> dict[s
         done[name] = apply(model, shapes)
         dead += drop_dead_nodes(model)
     done["dead_nodes_removed"] = dead
-    for x, want, got in zip(inputs, before, outputs(model, inputs), strict=True):
+    what = f"the ONNX graph rewrites ({', '.join(k for k, v in done.items() if v)})"
+    check_unchanged(what, inputs, before, outputs(model, inputs))
+    return done
+
+
+def check_unchanged(what: str, inputs: list, before: list, after: list) -> None:
+    """ExportError unless each output of `after` is within REWRITE_TOLERANCE (relative to the
+    output's scale) of `before`'s on the same input: a rewrite that moved it is a bug."""
+    for x, want, got in zip(inputs, before, after, strict=True):
         error = float(np.max(np.abs(got - want)))
         if not error <= REWRITE_TOLERANCE * max(1.0, float(np.max(np.abs(want)))):
             raise ExportError(
-                f"the ONNX graph rewrites ({', '.join(k for k, v in done.items() if v)}) changed "
-                f"the output by up to {error:.3g} on a batch of {len(x)}: a toolkit bug, report it"
+                f"{what} changed the output by up to {error:.3g} on a batch of {len(x)}: a "
+                "toolkit bug, report it"
             )
-    return done
