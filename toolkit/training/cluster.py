@@ -170,6 +170,11 @@ def rendezvous(cluster: Cluster, settings: str) -> None:
     seconds, all with the same `settings` digest; UsageError (one line) otherwise."""
     if cluster.num_processes == 1:
         return
+    print(  # the wait can be long (--connect-timeout): say what is awaited
+        f"{cluster.describe()}: waiting up to {cluster.timeout} s for the other processes at "
+        f"{cluster.coordinator}",
+        flush=True,
+    )
     if cluster.writer:
         _host(cluster, settings)
     else:
