@@ -1,5 +1,5 @@
-"""Pytest setup of tests/ and studies/tests/: pick the Keras backend and quiet TF before
-anything imports Keras; mark the tests that train as `slow`.
+"""Pytest setup of tests/ and studies/tests/: pick the Keras backend, import it quietly
+and register the custom layers before any test imports Keras; mark the tests that train as `slow`.
 
 TensorFlow unless TOOLKIT_TEST_BACKEND names another (the backend-neutral test modules are
 run that way in a subprocess by tests/test_backends.py).
@@ -11,6 +11,12 @@ os.environ["KERAS_BACKEND"] = os.environ.get("TOOLKIT_TEST_BACKEND", "tensorflow
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 
 import pytest  # noqa: E402  (after the backend is chosen)
+
+from toolkit.backend import backend_installed  # noqa: E402
+from toolkit.keras_setup import setup_keras  # noqa: E402
+
+if backend_installed(os.environ["KERAS_BACKEND"]):
+    setup_keras()  # TensorFlow imported quietly; the custom layers registered for safe_mode
 
 # Fixtures that train a model (or export one): a test using one, directly or through another
 # fixture, is `slow`. Modules whose every test trains or times set `pytestmark` instead.

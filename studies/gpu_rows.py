@@ -308,7 +308,7 @@ def child_probe() -> dict:
 
 def _env(cpu_check: bool, **extra: str) -> dict[str, str]:
     """A child's environment: JAX, this checkout importable, Keras imported."""
-    env = {k: v for k, v in os.environ.items() if k != "TOOLKIT_IMPORT_KERAS"}
+    env = dict(os.environ)
     env.update(KERAS_BACKEND="jax", PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     if cpu_check:
@@ -355,7 +355,7 @@ def _row(spec: dict, status: str, reason: str | None = None, **extra) -> dict:
 
 def run_setup(spec: dict, args, scratch: Path) -> tuple[dict, dict]:
     """Unpack the data and find the devices; the row and the context later rows use."""
-    from bench.machine import nvidia_gpus
+    from toolkit.bench.machine import nvidia_gpus
 
     start = time.perf_counter()
     context: dict = {"gpus": nvidia_gpus(), "data": None, "data_error": None}
@@ -457,7 +457,7 @@ def run_two_process(spec: dict, args, context: dict, scratch: Path) -> dict:
     for pid in (0, 1):
         extra = {"CUDA_VISIBLE_DEVICES": ",".join(str(pid * half + i) for i in range(half))}
         argv = [
-            sys.executable, "-m", "cli.main", "train", "--model", "shiftvit",
+            sys.executable, "-m", "toolkit.cli.main", "train", "--model", "shiftvit",
             "--preset", args.preset, "--data", context["data"], "--epochs", str(epochs),
             "--precision", PRECISION, "--out", str(out), "--strategy", "multi-process",
             "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",
@@ -736,7 +736,7 @@ def _commit() -> str | None:
 def _machine() -> dict:
     from importlib import metadata
 
-    from bench.machine import describe, nvidia_gpus
+    from toolkit.bench.machine import describe, nvidia_gpus
 
     machine = describe()
     machine["gpus"] = nvidia_gpus()
@@ -787,7 +787,6 @@ def main(argv: list[str] | None = None) -> int:
             result = child_train(model_name, preset_name, spec, float(ends_at))
         print(json.dumps(result), flush=True)
         return 0
-    os.environ["TOOLKIT_IMPORT_KERAS"] = "0"  # this process times nothing: no Keras, no GPU
     args = parse_args(argv)
     if args.slim_onnx:
         for path in slim_onnx(*args.slim_onnx):

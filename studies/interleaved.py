@@ -22,11 +22,11 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import interleaved
-from bench.machine import describe
 from studies.provenance import publish
 from toolkit.argtypes import OneLineParser, positive_int
 from toolkit.atomic import check_writable
+from toolkit.bench import interleaved
+from toolkit.bench.machine import describe
 from toolkit.errors import UsageError
 from toolkit.formats import FORMATS, parse_formats
 from toolkit.runfolder import open_run

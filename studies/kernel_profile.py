@@ -27,8 +27,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-os.environ.setdefault("TOOLKIT_IMPORT_KERAS", "0")  # profile the runtime, without TensorFlow
-
 from toolkit.argtypes import OneLineParser, positive_int  # noqa: E402
 from toolkit.errors import UsageError  # noqa: E402
 from toolkit.progress import progress  # noqa: E402

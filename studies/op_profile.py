@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
-
-os.environ.setdefault("TOOLKIT_IMPORT_KERAS", "0")  # profile the runtime, without TensorFlow
 
 from toolkit.runtimes.worker import input_batch  # noqa: E402
 

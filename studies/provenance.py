@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.machine import cpu_text
 from toolkit.atomic import write_json
+from toolkit.bench.machine import cpu_text
 
 
 def header_lines(report: dict) -> list[str]:

@@ -268,8 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         if out is not None and not out.parent.is_dir():
             parser.error(f"{out.parent} is not a folder: create it or write elsewhere")
     dump = dump_hlo_to_temp()  # before anything imports TensorFlow
-    from bench.machine import cpu_flags, cpu_model, cpu_text
     from studies.train_throughput import NUM_CLASSES
+    from toolkit.bench.machine import cpu_flags, cpu_model, cpu_text
     from toolkit.versions import versions
 
     if args.model not in NUM_CLASSES:

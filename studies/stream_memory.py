@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    from bench.machine import describe
+    from toolkit.bench.machine import describe
 
     date = datetime.now(UTC).isoformat(timespec="seconds")
     report = {

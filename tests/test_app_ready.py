@@ -20,15 +20,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from export import export_run
-from export.metadata import (
+from toolkit.export import export_run
+from toolkit.export.metadata import (
     FILE_IDENTIFIER,
     LABELS_FILE,
     METADATA_NAME,
     packed_files,
     read_metadata,
 )
-from export.tflite import packed_model
+from toolkit.export.tflite import packed_model
 from toolkit.runtimes import open_artifact
 from toolkit.runtimes.base import close_session
 from toolkit.training.train import TrainOptions, train
@@ -164,7 +164,7 @@ def _strip_metadata(path: Path, out: Path) -> Path:
 
 def _toolkit(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *argv], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "toolkit.cli.main", *argv], capture_output=True, text=True, cwd=ROOT
     )
 
 

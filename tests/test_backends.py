@@ -19,8 +19,8 @@ import keras
 import numpy as np
 import pytest
 
-from cli.main import main
 from toolkit.backend import installed
+from toolkit.cli.main import main
 
 pytestmark = pytest.mark.slow  # every test here trains or runs a backend's suite
 
@@ -167,7 +167,9 @@ def test_jax_run_records_its_backend_and_learned(jax_runs, model):
 @pytest.mark.parametrize("model", MODELS)
 def test_jax_run_loads_on_tensorflow_with_the_same_logits_and_score(jax_runs, model, capsys):
     run = jax_runs["root"] / model
-    import toolkit  # noqa: F401  (registers the custom layers for safe mode)
+    from toolkit.keras_setup import setup_keras
+
+    setup_keras()  # registers the custom layers for safe_mode loading
 
     loaded = keras.saving.load_model(run / "model.keras", safe_mode=True, compile=False)
     logits = np.asarray(loaded.predict(_probe_images(), verbose=0))

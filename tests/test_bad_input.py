@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from cli.main import main
+from toolkit.cli.main import main
 from toolkit.data import load_data
 from toolkit.data.shapes import CLASS_NAMES as SHAPES_CLASSES
 from toolkit.errors import UsageError

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from blockers import blocker_code
 
-from bench import interleaved, roofline, suite
-from bench.machine import last_level_cache_bytes
-from bench.report import roofline_lines, terminal_table
-from cli.main import main
-from export import export_run
+from toolkit.bench import interleaved, roofline, suite
+from toolkit.bench.machine import last_level_cache_bytes
+from toolkit.bench.report import roofline_lines, terminal_table
+from toolkit.cli.main import main
+from toolkit.export import export_run
 from toolkit.manifest import sha256
 from toolkit.models import LayerCost, count_macs
 from toolkit.runfolder import (
@@ -180,8 +180,8 @@ def test_worker_never_imports_tensorflow_for_onnx_and_tflite(run_dir, poison):
 
 
 def test_worker_started_by_hand_measures_without_tensorflow(tmp_path):
-    """`python -m toolkit.runtimes.worker` typed by hand (TensorFlow comes in with the package)
-    restarts itself without it, so its memory figure matches the one `run_worker` gets."""
+    """`python -m toolkit.runtimes.worker` typed by hand imports no TensorFlow (`import toolkit`
+    is light), so its memory figure matches the one `run_worker` gets."""
     from onnx import TensorProto, helper
 
     spec = helper.make_tensor_value_info("images", TensorProto.FLOAT, [None, 8, 8, 3])
@@ -193,7 +193,7 @@ def test_worker_started_by_hand_measures_without_tensorflow(tmp_path):
     path = tmp_path / "relu.onnx"
     path.write_bytes(model.SerializeToString())
     argv = worker_command(path, "ort-cpu", 1, Protocol(1, 2, None), 1)
-    env = {k: v for k, v in worker_env("keras").items() if k != "TOOLKIT_IMPORT_KERAS"}
+    env = worker_env("keras")
     by_hand = json.loads(subprocess.run(argv, capture_output=True, env=env, check=True).stdout)
     assert by_hand["status"] == "ok", by_hand["reason"]
     row = run_worker(path, "ort-cpu", 1, Protocol(1, 2, None), 1)
@@ -550,8 +550,8 @@ def test_bad_run_folders_exit_2(run_dir, tmp_path, capsys):
 
 def test_demo_bench_step(run_dir, tmp_path, capsys):
     """What `toolkit demo` runs after verify: short runs, quiet, the three files returned."""
-    from bench.command import bench_run, parse_args
-    from cli.demo import BENCH_ARGS
+    from toolkit.bench.command import bench_run, parse_args
+    from toolkit.cli.demo import BENCH_ARGS
 
     run = copy_run(run_dir, tmp_path / "run")
     result, paths = bench_run(parse_args([str(run), *BENCH_ARGS.split()]), quiet=True)
@@ -576,7 +576,7 @@ def test_missing_data_leaves_top1_blank(run_dir, tmp_path):
 
 
 def test_cpu_flags_name_the_simd_sets_that_decide_speed():
-    from bench.machine import cpu_flags, cpu_text
+    from toolkit.bench.machine import cpu_flags, cpu_text
 
     info = "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma avx512f avx512_vnni ssse3\n"
     assert cpu_flags(info) == ["avx2", "fma", "avx512f", "avx512_vnni"]
@@ -694,7 +694,7 @@ def _on_device(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
     """`toolkit ARGV` where TensorFlow, Keras, JAX, tf2onnx, onnx and matplotlib do not import
     (numpy, pillow, LiteRT and ONNX Runtime do), in this process and in every worker."""
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *argv],
+        [sys.executable, "-m", "toolkit.cli.main", *argv],
         capture_output=True,
         text=True,
         env=_device_env(tmp_path),

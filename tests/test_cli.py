@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cli.main import main
+from toolkit.cli.main import main
 from toolkit.data.shapes import CLASS_NAMES as SHAPES_CLASSES
 
 # what `toolkit train` writes into config.json that open_run checks
@@ -120,7 +120,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, bad_inputs, tmp_p
 
 def test_console_script_exits_2_without_traceback(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "cli", "eval", str(tmp_path / "missing")],
+        [sys.executable, "-m", "toolkit.cli", "eval", str(tmp_path / "missing")],
         capture_output=True,
         text=True,
         cwd=tmp_path,

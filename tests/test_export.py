@@ -24,15 +24,17 @@ from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
 from onnx import numpy_helper
 
-from export import CONVERTERS, ExportError, export_run
-from export.command import add_arguments
-from export.command import run as run_command
-from export.int8_search import recipe_settings
-from export.manifest import MODEL_HASH, update_manifest
-from export.onnx import keras_to_onnx
-from export.onnx_mobile import config_ops, provider_coverage
-from export.onnx_rewrite import default_opset
-from export.oplist import (
+from toolkit.data import load_data
+from toolkit.errors import UsageError
+from toolkit.export import CONVERTERS, ExportError, export_run
+from toolkit.export.command import add_arguments
+from toolkit.export.command import run as run_command
+from toolkit.export.int8_search import recipe_settings
+from toolkit.export.manifest import MODEL_HASH, update_manifest
+from toolkit.export.onnx import keras_to_onnx
+from toolkit.export.onnx_mobile import config_ops, provider_coverage
+from toolkit.export.onnx_rewrite import default_opset
+from toolkit.export.oplist import (
     Op,
     forbidden_ops,
     onnx_ops,
@@ -41,12 +43,10 @@ from export.oplist import (
     tflite_op_sequence,
     tflite_ops,
 )
-from export.pipeline import DEFAULT_OPSET, EXPORT_DIR
-from export.signature import INPUT_NAME
-from export.tflite import DYNAMIC_B1, INT8, convert_tflite, tflite_spelling
-from export.xnnpack import delegation
-from toolkit.data import load_data
-from toolkit.errors import UsageError
+from toolkit.export.pipeline import DEFAULT_OPSET, EXPORT_DIR
+from toolkit.export.signature import INPUT_NAME
+from toolkit.export.tflite import DYNAMIC_B1, INT8, convert_tflite, tflite_spelling
+from toolkit.export.xnnpack import delegation
 from toolkit.formats import FORMATS, check_options, format_table_markdown, parse_formats
 from toolkit.manifest import sha256
 from toolkit.ops import (
@@ -60,12 +60,12 @@ from toolkit.predict import softmax as probabilities_of
 from toolkit.runfolder import MANIFEST_FILE, open_run
 from toolkit.scratch import scratch_dir
 from toolkit.training.train import TrainOptions, train
+from toolkit.verify import OP_CASES
+from toolkit.verify.cases import case_inputs, case_model
+from toolkit.verify.metrics import compare
+from toolkit.verify.opexport import OpExport
+from toolkit.verify.rules import DEFAULT_TOLERANCES, judge, rule_for
 from toolkit.versions import versions
-from verify import OP_CASES
-from verify.cases import case_inputs, case_model
-from verify.metrics import compare
-from verify.opexport import OpExport
-from verify.rules import DEFAULT_TOLERANCES, judge, rule_for
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10_train_sample.npz"
@@ -253,7 +253,7 @@ def test_forbidden_ops_flags_flex_custom_and_extract_image_patches(flex_tflite):
 
 
 def test_onnx_custom_domain_fails_naming_it(tmp_path):
-    from export.onnx import check_onnx
+    from toolkit.export.onnx import check_onnx
 
     node = onnx.helper.make_node("Fancy", ["image"], ["logits"], domain="com.example")
     graph = onnx.helper.make_graph(
@@ -817,7 +817,7 @@ def test_export_removes_stale_temps_of_every_format_and_dead_scratch(
 
 def test_command_refuses_a_negative_accuracy_budget(exported, tmp_path, capsys):
     """A negative budget asks int8 to beat the float model: only validation noise 'meets' it."""
-    from cli.main import main
+    from toolkit.cli.main import main
 
     out = tmp_path / "x"
     argv = ["export", str(exported["run"]), "--format", "tflite-int8", "--out", str(out)]

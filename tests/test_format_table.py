@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import roofline
-from export.formats import CONVERTERS
-from export.validate import INSPECTORS
+from toolkit.bench import roofline
 from toolkit.errors import UsageError
+from toolkit.export.formats import CONVERTERS
+from toolkit.export.validate import INSPECTORS
 from toolkit.formats import (
     FORMATS,
     OPTION_FLAGS,
@@ -20,11 +20,11 @@ from toolkit.formats import (
     SEARCH_OPTIONS,
 )
 from toolkit.runtimes import RUNTIMES
-from verify.artifacts import artifact_cells
-from verify.attribution import int8_formats
-from verify.cells import ERROR, NOT_APPLICABLE
-from verify.layerlevel import no_layer_level
-from verify.rules import LAYER_RULES, MODEL_RULES, format_rules, rule_for
+from toolkit.verify.artifacts import artifact_cells
+from toolkit.verify.attribution import int8_formats
+from toolkit.verify.cells import ERROR, NOT_APPLICABLE
+from toolkit.verify.layerlevel import no_layer_level
+from toolkit.verify.rules import LAYER_RULES, MODEL_RULES, format_rules, rule_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -112,10 +112,10 @@ def test_a_format_without_a_rule_is_an_error_never_a_pass(tmp_path, level, rules
 
 # quoted format names allowed outside the two format tables, and why
 ALLOWED = {
-    "export/onnx.py": "label of the onnx converter's error messages",
-    "export/onnx_int8.py": "label and scratch folder of the onnx-int8 converter",
-    "export/onnx_mobile.py": "label and scratch memo of the onnx-mobile converter",
-    "verify/opexport.py": "op-level artifacts of `toolkit verify`, a table of its own",
+    "toolkit/export/onnx.py": "label of the onnx converter's error messages",
+    "toolkit/export/onnx_int8.py": "label and scratch folder of the onnx-int8 converter",
+    "toolkit/export/onnx_mobile.py": "label and scratch memo of the onnx-mobile converter",
+    "toolkit/verify/opexport.py": "op-level artifacts of `toolkit verify`, a table of its own",
     "toolkit/runtimes/onnxruntime.py": "the onnx package",
     "toolkit/versions.py": "the onnx package",
 }
@@ -124,12 +124,11 @@ ALLOWED = {
 def test_no_other_table_is_keyed_by_format_name():
     quoted = re.compile("|".join(rf'"{re.escape(n)}"' for n in FORMATS))
     found = []
-    for package in ("toolkit", "export", "verify", "bench", "cli"):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            rel = path.relative_to(ROOT).as_posix()
-            if rel in ("toolkit/formats.py", "export/formats.py") or rel in ALLOWED:
-                continue
-            for number, line in enumerate(path.read_text().splitlines(), 1):
-                if quoted.search(line):
-                    found.append(f"{rel}:{number}: {line.strip()}")
+    for path in sorted((ROOT / "toolkit").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in ("toolkit/formats.py", "toolkit/export/formats.py") or rel in ALLOWED:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if quoted.search(line):
+                found.append(f"{rel}:{number}: {line.strip()}")
     assert found == [], "format facts outside toolkit/formats.py:\n" + "\n".join(found)

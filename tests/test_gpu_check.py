@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from export.command import gpu_notes
+from toolkit.export.command import gpu_notes
 from toolkit.runtimes import gpu_check
 
 

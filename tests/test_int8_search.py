@@ -13,18 +13,18 @@ import pytest
 from ai_edge_litert.interpreter import Interpreter
 from onnx import numpy_helper
 
-import export.int8_search as int8_search
-from export import export_run
-from export.command import add_arguments
-from export.command import run as run_command
-from export.formats import CONVERTERS
-from export.int8_search import ONNX_RECIPES, TFLITE_RECIPES, choose
-from export.metadata import read_metadata
-from export.onnx_int8 import ImageReader
-from export.oplist import forbidden_ops, onnx_ops, tflite_ops
-from export.source import open_source
-from export.xnnpack import delegation
+import toolkit.export.int8_search as int8_search
 from toolkit.errors import UsageError
+from toolkit.export import export_run
+from toolkit.export.command import add_arguments
+from toolkit.export.command import run as run_command
+from toolkit.export.formats import CONVERTERS
+from toolkit.export.int8_search import ONNX_RECIPES, TFLITE_RECIPES, choose
+from toolkit.export.metadata import read_metadata
+from toolkit.export.onnx_int8 import ImageReader
+from toolkit.export.oplist import forbidden_ops, onnx_ops, tflite_ops
+from toolkit.export.source import open_source
+from toolkit.export.xnnpack import delegation
 from toolkit.formats import FORMATS, check_options
 from toolkit.manifest import sha256
 from toolkit.runfolder import MANIFEST_FILE, open_run
@@ -249,7 +249,7 @@ def test_impossible_budget_fails_in_one_line_and_writes_nothing(vit_run, tmp_pat
 
 
 def test_command_exits_2_for_an_impossible_budget(vit_run, tmp_path, capsys, impossible):
-    from cli.main import main
+    from toolkit.cli.main import main
 
     out = tmp_path / "export"
     argv = ["export", str(vit_run), "--format", "onnx-int8", "--max-accuracy-drop", "1"]

@@ -1,5 +1,6 @@
-"""Package layering: imports point one way (toolkit <- export <- bench <- cli), and the CLI works
-without TensorFlow for the commands that do not need it."""
+"""The package: one import root (`toolkit`) in the wheel, a CLI that starts without Keras or a
+backend, works without TensorFlow for the commands that do not need it, and imports that point
+one way between the core and the stage packages (export, verify, bench, cli)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import json
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
+import pytest
 from blockers import blocker_code
 
 # Makes TensorFlow and tf2onnx look uninstalled: `import` raises ModuleNotFoundError and
@@ -31,7 +34,7 @@ def test_parser_builds_without_tensorflow(tmp_path):
     proc = _without_tensorflow(
         """
         import contextlib, io, json, sys
-        from cli.main import main
+        from toolkit.cli.main import main
 
         helps = {}
         for argv in (["--help"], ["train", "--help"], ["eval", "--help"],
@@ -67,7 +70,7 @@ def test_converter_commands_say_tensorflow_is_missing(tmp_path):
     proc = _without_tensorflow(
         """
         import json
-        from cli.main import main
+        from toolkit.cli.main import main
 
         codes = {name: main([name, "some-run"]) for name in ("export", "verify")}
         codes["export --help"] = main(["export", "--help"])
@@ -90,24 +93,37 @@ def test_converter_commands_say_tensorflow_is_missing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-# -- dependencies point one way: toolkit (core) <- export <- verify, toolkit <- bench; cli on top --
+# -- dependencies point one way inside the one import root: the core (every module of toolkit/
+# outside the four stage packages) <- toolkit.export <- toolkit.verify, core <- toolkit.bench;
+# toolkit.cli on top --
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("toolkit", "export", "verify", "bench", "cli")
+STAGES = ("toolkit.export", "toolkit.verify", "toolkit.bench", "toolkit.cli")
+CORE = "toolkit"  # what is not in a stage
 MAY_NOT_IMPORT = {
-    "toolkit": ("export", "verify", "bench", "cli", "studies"),
-    "export": ("verify", "bench", "cli", "studies"),
-    "verify": ("bench", "cli", "studies"),
-    "bench": ("export", "verify", "cli", "studies"),  # format facts are the core's: no converters
-    "cli": ("studies",),
+    CORE: (*STAGES, "studies"),
+    "toolkit.export": ("toolkit.verify", "toolkit.bench", "toolkit.cli", "studies"),
+    "toolkit.verify": ("toolkit.bench", "toolkit.cli", "studies"),
+    # format facts are the core's: bench needs no converter
+    "toolkit.bench": ("toolkit.export", "toolkit.verify", "toolkit.cli", "studies"),
+    "toolkit.cli": ("studies",),
 }
 
 
-def _imported(path: Path) -> list[tuple[int, str]]:
+def layer_of(module: str) -> str:
+    """The stage package `module` belongs to, or CORE."""
+    return next((s for s in STAGES if module == s or module.startswith(s + ".")), CORE)
+
+
+def _module_name(path: Path, root: Path = ROOT) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts)
+
+
+def _imported(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
     """(line, module) of every import in `path`, at any depth (functions included), relative
     imports resolved, and `importlib.import_module("...")` calls with a literal name."""
     tree = ast.parse(path.read_text(), str(path))
-    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -127,32 +143,44 @@ def _imported(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+def _wrong_imports(root: Path = ROOT) -> list[str]:
+    wrong = []
+    for path in sorted((root / "toolkit").rglob("*.py")):
+        higher = MAY_NOT_IMPORT[layer_of(_module_name(path, root))]
+        for line, module in _imported(path, root):
+            if any(module == h or module.startswith(h + ".") for h in higher):
+                wrong.append(f"{path.relative_to(root)}:{line} imports {module}")
+    return wrong
+
+
 def test_imports_point_one_way():
     """No module of a lower layer imports a higher one, not even inside a function."""
-    wrong = [
-        f"{path.relative_to(ROOT)}:{line} imports {module}"
-        for package, higher in MAY_NOT_IMPORT.items()
-        for path in sorted((ROOT / package).rglob("*.py"))
-        for line, module in _imported(path)
-        if module.split(".")[0] in higher
+    assert _wrong_imports() == []
+
+
+def test_the_layer_scan_sees_a_core_module_importing_a_stage(tmp_path):
+    (tmp_path / "toolkit" / "bench").mkdir(parents=True)
+    (tmp_path / "toolkit" / "core.py").write_text("def f():\n    from toolkit.export import x\n")
+    (tmp_path / "toolkit" / "bench" / "b.py").write_text("import toolkit.verify.suite\n")
+    assert _wrong_imports(tmp_path) == [
+        "toolkit/bench/b.py:1 imports toolkit.verify.suite",
+        "toolkit/core.py:2 imports toolkit.export",
     ]
-    assert wrong == []
 
 
 def test_the_import_scan_sees_imports_inside_functions():
     """The CLI composes the packages in its runners: the scan must see those imports."""
-    modules = {module for _, module in _imported(ROOT / "cli" / "main.py")}
-    assert {"export", "verify", "bench", "toolkit.training.train"} <= modules
+    modules = {layer_of(module) for _, module in _imported(ROOT / "toolkit" / "cli" / "main.py")}
+    assert {"toolkit.export", "toolkit.verify", "toolkit.bench"} <= modules
 
 
 def _private_imports(path: Path, root: Path = ROOT) -> list[str]:
-    """`from PACKAGE.x import _name` where PACKAGE is another of the project's packages."""
-    own = path.relative_to(root).parts[0]
+    """`from X import _name` where X is in another layer than `path` (core or a stage)."""
+    own = layer_of(_module_name(path, root))
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            package = node.module.split(".")[0]
-            if package in PACKAGES and package != own:
+            if node.module.split(".")[0] == "toolkit" and layer_of(node.module) != own:
                 found += [
                     f"{path.relative_to(root)}:{node.lineno} imports {node.module}.{a.name}"
                     for a in node.names
@@ -165,20 +193,66 @@ def test_no_package_imports_a_private_name_of_another():
     """A name with a leading underscore is its package's own: another package that needs it
     gets it made public first."""
     wrong = [
-        line
-        for package in PACKAGES
-        for path in sorted((ROOT / package).rglob("*.py"))
-        for line in _private_imports(path)
+        line for path in sorted((ROOT / "toolkit").rglob("*.py")) for line in _private_imports(path)
     ]
     assert wrong == []
 
 
 def test_the_private_import_scan_sees_one(tmp_path):
-    module = tmp_path / "verify" / "probe.py"
-    module.parent.mkdir()
+    module = tmp_path / "toolkit" / "verify" / "probe.py"
+    module.parent.mkdir(parents=True)
     module.write_text(
-        "from toolkit.runtimes.litert import _hidden, public\nfrom verify import _own\n"
+        "from toolkit.runtimes.litert import _hidden, public\nfrom toolkit.verify import _own\n"
     )
     assert _private_imports(module, tmp_path) == [
-        "verify/probe.py:1 imports toolkit.runtimes.litert._hidden"
+        "toolkit/verify/probe.py:1 imports toolkit.runtimes.litert._hidden"
     ]
+
+
+# -- one import root, and a light start ------------------------------------------------------
+
+HEAVY = ("tensorflow", "keras", "jax", "torch", "tf2onnx", "onnx", "ai_edge_litert", "mediapipe")
+
+
+def test_the_wheel_installs_one_import_root(tmp_path):
+    """The built wheel holds the package `toolkit` (and its metadata) alone, with the shipped
+    preset counts."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+        + ["-w", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("toolkit-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names} == {"toolkit", "toolkit-0.1.0.dist-info"}
+    assert "toolkit/models/preset_counts.json" in names
+    assert "toolkit/export/__init__.py" in names and "toolkit/cli/main.py" in names
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["presets"], ["train", "--help"], ["predict", "--help"], ["bench", "--help"]],
+    ids=" ".join,
+)
+def test_the_cli_starts_without_a_backend(argv, tmp_path):
+    """On the full install, `toolkit --help` and `toolkit presets` (and the help of the commands
+    that need no converter) import no Keras, backend, converter or runtime."""
+    code = (
+        "import json, sys, contextlib, io\n"
+        "from toolkit.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    try:\n"
+        f"        code = main({argv!r})\n"
+        "    except SystemExit as exc:\n"
+        "        code = exc.code\n"
+        f"print(json.dumps([code, out.getvalue(), sorted(set({HEAVY!r}) & set(sys.modules))]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True
+    )
+    status, printed, heavy = json.loads(done.stdout.strip().splitlines()[-1])
+    assert status in (0, None) and printed, done.stderr
+    assert heavy == []
+    if argv == ["presets"]:
+        assert "| shiftvit | shift-b | Shift-B |" in printed and "89,026,152" in printed

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from layer_checks import check_layer
 
-import toolkit  # noqa: F401
 from toolkit.data import Augmentation
 from toolkit.models import (
     MODELS,
@@ -130,6 +129,31 @@ def test_warmup_cosine_serializes():
     config = keras.saving.serialize_keras_object(schedule)
     again = keras.saving.deserialize_keras_object(config, safe_mode=True)
     assert again.get_config() == schedule.get_config()
+
+
+def test_shipped_preset_counts_are_the_built_ones():
+    """preset_counts.json (what `toolkit presets` prints without building) equals building every
+    preset at its workload now, fingerprints included."""
+    from toolkit.models.counts import shipped_counts
+    from toolkit.models.table import counts_table
+
+    assert shipped_counts() == counts_table(), (
+        "toolkit/models/preset_counts.json is stale: run `python -m toolkit.models.table`"
+    )
+
+
+def test_a_stale_shipped_count_is_built_again(monkeypatch):
+    """A shipped row whose architecture changed since (another fingerprint) is not used."""
+    from toolkit.models import counts
+
+    preset = get_preset("vit", "tiny")
+    key = counts.count_key(preset, (32, 32, 3), 10)
+    real = counts.shipped_counts()[key]
+    fake = {key: {**real, "params": 1, "macs": 2}}
+    monkeypatch.setattr(counts, "shipped_counts", lambda: fake)
+    assert counts.preset_counts(preset, (32, 32, 3), 10) == (1, 2)
+    fake[key]["fingerprint"] = "0" * 16
+    assert counts.preset_counts(preset, (32, 32, 3), 10) == (real["params"], real["macs"])
 
 
 def test_docs_presets_tables_are_the_generated_ones():

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli.main import main
 from toolkit.backend import installed
+from toolkit.cli.main import main
 from toolkit.data.array_pipeline import ArrayBatches
 from toolkit.errors import UsageError
 from toolkit.training.cluster import Cluster, cluster_from, rendezvous
@@ -51,7 +51,7 @@ def _start(pid: int, port: int, out: Path, *extra: str, timeout: int = 60) -> su
         "TF_CPP_MIN_LOG_LEVEL": "2",
     }
     argv = [
-        sys.executable, "-m", "cli.main", "train", "--out", str(out),
+        sys.executable, "-m", "toolkit.cli.main", "train", "--out", str(out),
         "--strategy", "multi-process", "--coordinator", f"127.0.0.1:{port}",
         "--num-processes", "2", "--process-id", str(pid), "--connect-timeout", str(timeout),
         *extra,

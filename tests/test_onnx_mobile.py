@@ -11,7 +11,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from export.onnx_mobile import (
+from toolkit.export.onnx_mobile import (
     decompose_layer_norm,
     fix_batch,
     gelu_without_erf,
@@ -20,8 +20,8 @@ from export.onnx_mobile import (
     provider_coverage,
     spell_reciprocal_and_neg,
 )
-from export.onnx_rewrite import drop_dead_nodes, fuse_gelu, observe_shapes
-from export.oplist import ort_format_ops
+from toolkit.export.onnx_rewrite import drop_dead_nodes, fuse_gelu, observe_shapes
+from toolkit.export.oplist import ort_format_ops
 
 SHAPE = (5, 16)  # tokens x channels after the batch
 

@@ -11,10 +11,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from export import onnx_rewrite
-from export.errors import ExportError
-from export.onnx_int8 import OnnxRecipe, quantize_int8
-from export.onnx_rewrite import (
+from toolkit.export import onnx_rewrite
+from toolkit.export.errors import ExportError
+from toolkit.export.onnx_int8 import OnnxRecipe, quantize_int8
+from toolkit.export.onnx_rewrite import (
     ATTENTION_OPSET,
     FLOAT_NODE_SUFFIX,
     additive_diagonal_mask,
@@ -28,7 +28,7 @@ from export.onnx_rewrite import (
     observe_shapes,
     rewrite,
 )
-from export.signature import INPUT_NAME
+from toolkit.export.signature import INPUT_NAME
 
 TOKENS, WIDTH, OUT = 5, 8, 6
 RNG = np.random.default_rng(0)

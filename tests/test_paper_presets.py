@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pytest
 
-import toolkit  # noqa: F401
 from toolkit.data import Augmentation
 from toolkit.models import build_model, count_macs, get_preset
 from toolkit.models.presets import (

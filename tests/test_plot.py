@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pytest
 
-from bench.plot import figure, plot
+from toolkit.bench.plot import figure, plot
 
 # (format, runtime, p50 ms, top-1, size in bytes) of a bench.json's batch-1 rows
 ROWS = [

@@ -18,9 +18,9 @@ import tensorflow as tf
 import tf2onnx
 from blockers import blocker_code
 
-from export.onnx_mobile import fix_batch, optimized
 from toolkit.data.images import load_image
 from toolkit.errors import UsageError
+from toolkit.export.onnx_mobile import fix_batch, optimized
 from toolkit.models import build_model, get_preset
 from toolkit.predict import add_arguments, run, softmax
 
@@ -168,7 +168,7 @@ def test_predict_runs_the_exported_files_where_keras_cannot_import(run_folder, t
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
 
     def on_device(*argv: Path | str) -> subprocess.CompletedProcess:
-        argv = [sys.executable, "-m", "cli.main", "predict", *map(str, argv)]
+        argv = [sys.executable, "-m", "toolkit.cli.main", "predict", *map(str, argv)]
         return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path)
 
     probe = subprocess.run([sys.executable, "-c", "import keras"], capture_output=True, env=env)
@@ -177,7 +177,7 @@ def test_predict_runs_the_exported_files_where_keras_cannot_import(run_folder, t
         device = on_device(root / "export" / name, root / "rgb.png", "--top-k", "3")
         assert device.returncode == 0, device.stderr[-2000:]
         here = subprocess.run(
-            [sys.executable, "-m", "cli.main", "predict", str(root / "export" / name)]
+            [sys.executable, "-m", "toolkit.cli.main", "predict", str(root / "export" / name)]
             + [str(root / "rgb.png"), "--top-k", "3"],
             capture_output=True,
             text=True,

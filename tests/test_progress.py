@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from toolkit.progress import progress
-from verify import verify_ops
+from toolkit.verify import verify_ops
 
 SHIFT = {"h": 5, "w": 7, "c": 26, "num_div": 12, "shift_pixel": 1}
 

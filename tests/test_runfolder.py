@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cli.main import main
+from toolkit.cli.main import main
 from toolkit.data import load_data
 from toolkit.errors import UsageError
 from toolkit.models import MODELS, build_model, get_preset

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from cli.main import main
+from toolkit.cli.main import main
 from toolkit.data import (
     Augmentation,
     augments_in_pipeline,

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from cli.main import main
+from toolkit.cli.main import main
 from toolkit.data import load_data
 from toolkit.models import preset_from_dict
 from toolkit.runfolder import CONFIG_FILE, HISTORY_FILE, LABELS_FILE, METRICS_FILE, MODEL_FILE
@@ -141,7 +141,7 @@ def test_mirrored_strategy_trains_on_two_logical_cpus(tmp_path):
             cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
         from toolkit.training.strategies import make_placement
         print("replicas", make_placement("mirrored").replicas)
-        from cli.main import main
+        from toolkit.cli.main import main
         raise SystemExit(main(["train", "--model", "shiftvit", "--data", "shapes:400",
                                "--epochs", "1", "--strategy", "mirrored",
                                "--out", r"{tmp_path / "run"}"]))

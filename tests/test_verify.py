@@ -14,18 +14,18 @@ import numpy as np
 import pytest
 from wrong_ops import CropPadShift, UnmaskedLSA
 
-import verify.oplevel as oplevel
-from cli.main import main
-from export import export_run
+import toolkit.verify.oplevel as oplevel
 from toolkit.argtypes import OneLineParser
+from toolkit.cli.main import main
+from toolkit.export import export_run
 from toolkit.runfolder import VERIFY_FILE
 from toolkit.runtimes import VERIFIED_RUNTIMES as RUNTIMES  # what verify checks
 from toolkit.training.train import TrainOptions, train
-from verify import OP_CASES, Tolerances, verify_ops
-from verify.cells import FAIL, NOT_APPLICABLE, PASS, UNAVAILABLE
-from verify.command import add_arguments
-from verify.metrics import compare
-from verify.opexport import PRECISIONS
+from toolkit.verify import OP_CASES, Tolerances, verify_ops
+from toolkit.verify.cells import FAIL, NOT_APPLICABLE, PASS, UNAVAILABLE
+from toolkit.verify.command import add_arguments
+from toolkit.verify.metrics import compare
+from toolkit.verify.opexport import PRECISIONS
 
 MODELS = ("shiftvit", "vit-lsa")
 DATA = "shapes:300"

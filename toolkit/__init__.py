@@ -1,34 +1,52 @@
-"""Edge-deployment toolkit for attention-light vision transformers.
+"""Edge-deployment toolkit for attention-light vision transformers (ShiftViT, SPT+LSA ViT).
 
-Importing the package registers every custom Keras object (layers, the learning-rate
-schedule), so ``keras.saving.load_model(path, safe_mode=True)`` needs no ``custom_objects``.
-Keras runs on the backend ``toolkit.backend.choose_backend`` picks (KERAS_BACKEND, else the
-first installed of TensorFlow, JAX, PyTorch). Without that backend installed (a GPU box with
-onnxruntime-gpu only), or with TOOLKIT_IMPORT_KERAS=0 (a benchmark worker timing an ONNX or
-TFLite file, whose memory figure must not include a Keras backend), the runtime adapters for
-.onnx and .tflite still import.
+One import root. Importing it is cheap: it picks the Keras backend (KERAS_BACKEND, else the
+first installed of TensorFlow, JAX, PyTorch) and imports nothing heavy. The stages' Python API
+is imported when first used:
+
+    import toolkit
+    run = toolkit.train(toolkit.TrainOptions(model="shiftvit", preset="tiny"), out="runs/a")
+    toolkit.export_run(run, "all")          # the package toolkit.export
+    report = toolkit.verify_run(run)        # toolkit.verify
+    result = toolkit.bench_run(run)         # toolkit.bench
+    model = toolkit.open_run(run).load_model()
+
+`toolkit.keras_setup.setup_keras()` registers the custom Keras objects, so that
+``keras.saving.load_model(path, safe_mode=True)`` needs no ``custom_objects``; every stage that
+loads a model calls it.
 """
 
+from __future__ import annotations
+
+import importlib
 import os
 
-from toolkit.backend import backend_installed, choose_backend
+from toolkit.backend import choose_backend
 
 os.environ.setdefault("KERAS_BACKEND", choose_backend())
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-KERAS_IMPORTED = (
-    backend_installed(os.environ["KERAS_BACKEND"])
-    and os.environ.get("TOOLKIT_IMPORT_KERAS", "1") != "0"
-)
-
-if KERAS_IMPORTED:
-    if os.environ["KERAS_BACKEND"] == "tensorflow":
-        from toolkit.quiet_import import import_tensorflow_quietly
-
-        import_tensorflow_quietly()
-
-    from toolkit import ops  # noqa: F401
-    from toolkit.models import position  # noqa: F401
-    from toolkit.training import schedule  # noqa: F401
-
 __version__ = "0.1.0"
+
+# public name -> the module that defines it (imported on first use: `toolkit --help` stays light)
+_API = {
+    "train": "toolkit.training.train",
+    "TrainOptions": "toolkit.training.train",
+    "export_run": "toolkit.export.pipeline",
+    "verify_run": "toolkit.verify.suite",
+    "bench_run": "toolkit.bench.suite",
+    "open_run": "toolkit.runfolder",
+}
+__all__ = [*_API, "__version__"]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        value = getattr(importlib.import_module(_API[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'toolkit' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])

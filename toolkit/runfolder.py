@@ -146,10 +146,12 @@ def _lock(lock: Path, out: Path) -> int:
 
 def load_keras_model(path: Path) -> keras.Model:
     """Load a `.keras` file safely (no arbitrary code), with a one-line error when it's bad."""
-    import toolkit  # noqa: F401  (registers the custom layers)
-
     try:
         import keras  # only a stage that loads the model needs Keras and its backend
+
+        from toolkit.keras_setup import setup_keras
+
+        setup_keras()
     except ImportError as exc:
         raise UsageError(
             f"{path} needs Keras and a backend to load: pip install 'toolkit[tensorflow]' (or "

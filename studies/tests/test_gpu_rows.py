@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.machine import nvidia_gpus
 from studies import gpu_rows
+from toolkit.bench.machine import nvidia_gpus
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -102,7 +102,9 @@ def test_a_stale_readme_exits_1(copy):
 def test_the_hand_counted_macs_are_the_models_counts():
     """records.MACS, which bench rows are held to, equals toolkit's count of each preset."""
     pytest.importorskip("keras")
-    import toolkit  # noqa: F401
+    from toolkit.keras_setup import setup_keras
+
+    setup_keras()  # registers the custom layers for safe_mode loading
     from toolkit.models import build_model, count_macs, get_preset
 
     for (model, name), macs in records.MACS.items():

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import interleaved, roofline
-from export import export_run
 from studies import interleaved as interleaved_study
 from studies import kernel_profile, product_threads
+from toolkit.bench import interleaved, roofline
+from toolkit.export import export_run
 from toolkit.runtimes import open_artifact
 from toolkit.training.train import TrainOptions, train
 

@@ -1,9 +1,25 @@
-"""Models, presets and the registry that maps `--model` names to builders."""
+"""Models, presets and the registry that maps `--model` names to builders.
 
-from toolkit.models.macs import LayerCost, count_macs, layer_costs
-from toolkit.models.position import PositionEmbedding
+Presets are plain data and import without Keras (`toolkit presets` reads them); the builders,
+MAC counting and the position embedding need Keras and load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+
 from toolkit.models.presets import PRESETS, Preset, get_preset, preset_from_dict
-from toolkit.models.registry import MODELS, build_model, channel_stats
+
+# name -> the module of this package that defines it, imported when the name is first used
+_KERAS_BACKED = {
+    "LayerCost": "macs",
+    "count_macs": "macs",
+    "layer_costs": "macs",
+    "PositionEmbedding": "position",
+    "MODELS": "registry",
+    "build_model": "registry",
+    "channel_stats": "registry",
+}
 
 __all__ = [
     "MODELS",
@@ -18,3 +34,10 @@ __all__ = [
     "layer_costs",
     "preset_from_dict",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """The Keras-backed names, imported from their module on first use (PEP 562)."""
+    if name not in _KERAS_BACKED:
+        raise AttributeError(f"module 'toolkit.models' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"toolkit.models.{_KERAS_BACKED[name]}"), name)

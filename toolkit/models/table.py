@@ -12,7 +12,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from toolkit.models.macs import count_macs
+from toolkit.models.counts import COUNTS_FILE, Counts, built_counts, count_key, fingerprint
+from toolkit.models.counts import preset_counts as _counts
 from toolkit.models.presets import (
     IMAGENET,
     PAPER_FIGURES,
@@ -24,7 +25,6 @@ from toolkit.models.presets import (
     get_preset,
     workload,
 )
-from toolkit.models.registry import build_model
 
 README_INPUT = SMALL_IMAGES.input_shape
 README_CLASSES = SMALL_IMAGES.num_classes
@@ -55,9 +55,10 @@ def preset_table(
     input_shape: tuple[int, int, int] = README_INPUT,
     num_classes: int = README_CLASSES,
     names: set[str] | None = None,
+    counts: Callable[..., Counts] = _counts,
 ) -> str:
-    """Build each preset (those in `names`, or all) for `input_shape` images and tabulate its
-    size, compute and recipe."""
+    """Tabulate each preset's (those in `names`, or all) size, compute and recipe for
+    `input_shape` images; `counts` gives (params, MACs): shipped, or built where not shipped."""
     rows = [
         "| model | preset | for | image | patch | depth / width | parameters | MACs / image "
         "| epochs | batch |",
@@ -66,18 +67,18 @@ def preset_table(
     for model, name in _pairs(names):
         preset = get_preset(model, name)
         arch, train = preset.arch, preset.train
-        net = build_model(preset, input_shape, num_classes)
+        params, macs = counts(preset, input_shape, num_classes)
         rows.append(
             f"| {model} | {name} | {PRESET_PURPOSES[name]} | {arch.image_size} "
-            f"| {arch.patch_size} | {_SHAPES[type(arch)](arch)} | {net.count_params():,} "
-            f"| {count_macs(net) / 1e6:,.1f} M | {train.epochs} | {train.batch_size} |"
+            f"| {arch.patch_size} | {_SHAPES[type(arch)](arch)} | {params:,} "
+            f"| {macs / 1e6:,.1f} M | {train.epochs} | {train.batch_size} |"
         )
     return "\n".join(rows)
 
 
-def paper_table() -> str:
-    """The presets with a row in their paper's table, built for ImageNet-1k (224x224 RGB, 1000
-    classes), beside the paper's parameters, FLOPs (MACs) and top-1."""
+def paper_table(counts: Callable[..., Counts] = _counts) -> str:
+    """The presets with a row in their paper's table, counted for ImageNet-1k (224x224 RGB,
+    1000 classes), beside the paper's parameters, FLOPs (MACs) and top-1."""
     rows = [
         "| model | preset | paper's model | depth / width | MLP ratio | drop path | parameters "
         "| paper | MACs / image | paper | paper top-1 | epochs | global batch |",
@@ -86,25 +87,39 @@ def paper_table() -> str:
     for model, name in _pairs(set(PAPER_FIGURES)):
         preset, paper = get_preset(model, name), PAPER_FIGURES[name]
         arch, train = preset.arch, preset.train
-        net = build_model(preset, IMAGENET.input_shape, IMAGENET.num_classes)
+        params, macs = counts(preset, IMAGENET.input_shape, IMAGENET.num_classes)
         rows.append(
             f"| {model} | {name} | {paper.name} | {_SHAPES[type(arch)](arch)} "
-            f"| {arch.mlp_ratio:g} | {arch.drop_path:g} | {net.count_params():,} "
-            f"| {paper.params_m:g} M | {count_macs(net) / 1e9:.2f} G | {paper.gflops:.1f} G "
+            f"| {arch.mlp_ratio:g} | {arch.drop_path:g} | {params:,} "
+            f"| {paper.params_m:g} M | {macs / 1e9:.2f} G | {paper.gflops:.1f} G "
             f"| {paper.top1:g}% | {train.epochs} | {train.batch_size} |"
         )
     return "\n".join(rows)
 
 
-def preset_table_markdown() -> str:
+def preset_table_markdown(counts: Callable[..., Counts] = _counts) -> str:
     """The presets made for small images, at 32x32 RGB input and 10 classes, newline-ended."""
     small = {p for _, p in _pairs(None) if workload(p) == SMALL_IMAGES}
-    return preset_table(README_INPUT, README_CLASSES, small) + "\n"
+    return preset_table(README_INPUT, README_CLASSES, small, counts) + "\n"
 
 
-def doc_blocks() -> dict[str, str]:
+def doc_blocks(counts: Callable[..., Counts] = _counts) -> dict[str, str]:
     """docs/presets.md's generated blocks: marker name -> markdown (newline-terminated)."""
-    return {"presets": preset_table_markdown(), "paper-presets": paper_table() + "\n"}
+    return {
+        "presets": preset_table_markdown(counts),
+        "paper-presets": paper_table(counts) + "\n",
+    }
+
+
+def counts_table() -> dict[str, dict]:
+    """preset_counts.json's content, built: every preset at the workload it is made for."""
+    table = {}
+    for model, name in _pairs(None):
+        preset, load = get_preset(model, name), workload(name)
+        params, macs = built_counts(preset, load.input_shape, load.num_classes)
+        key = count_key(preset, load.input_shape, load.num_classes)
+        table[key] = {"fingerprint": fingerprint(preset), "params": params, "macs": macs}
+    return table
 
 
 def with_blocks(text: str, blocks: dict[str, str]) -> str:
@@ -119,12 +134,18 @@ def with_blocks(text: str, blocks: dict[str, str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Rewrite the generated blocks of docs/presets.md (or the file given) in place."""
-    from toolkit.atomic import write_text
+    """Rewrite preset_counts.json from built models, then the generated blocks of
+    docs/presets.md (or the file given) in place."""
+    import json
 
+    from toolkit.atomic import write_text
+    from toolkit.models.counts import shipped_counts
+
+    write_text(COUNTS_FILE, json.dumps(counts_table(), indent=1, sort_keys=True) + "\n")
+    shipped_counts.cache_clear()
     path = Path(argv[0]) if argv else DOC
     write_text(path, with_blocks(path.read_text(), doc_blocks()))
-    print(f"updated {path}")
+    print(f"updated {COUNTS_FILE} and {path}")
     return 0
 
 

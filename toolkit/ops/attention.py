@@ -165,7 +165,7 @@ class LocalitySelfAttention(SelfAttention):
 @keras.saving.register_keras_serializable(package="toolkit")
 class AdditiveMaskLocalitySelfAttention(LocalitySelfAttention):
     """LSA whose inference mask is `additive_diagonal_softmax`: the same function in 6 fewer
-    ops per layer, for exported files that keep the attention core float (export.tflite)."""
+    ops per layer, for exported files that keep the attention core float (toolkit.export.tflite)."""
 
     masked_softmax = staticmethod(additive_diagonal_softmax)
 

@@ -122,7 +122,7 @@ class DepthwisePartialShift(PartialShift):
     kernels and zero padding: 1 TFLite op instead of a pad, up to 5 slices and a concatenate,
     each of which costs XNNPACK a dispatch at batch 1. Exact in float: every output is one input
     times 1 plus zeros; exact in int8 too once the export gives its output its input's range.
-    The TFLite export swaps it in (export.tflite, `pin_shift_ranges`)."""
+    The TFLite export swaps it in (toolkit.export.tflite, `pin_shift_ranges`)."""
 
     def call(self, x: keras.KerasTensor, training: bool | None = None) -> keras.KerasTensor:
         """One depthwise convolution over the channels, 'same' zero padding."""

@@ -47,7 +47,7 @@ def check_file(path: Path) -> dict:
 
 def gpu_acceleration(paths: list[Path]) -> dict[str, dict]:
     """`check_file` of each path (by its str), in one child process."""
-    env = {**os.environ, "TOOLKIT_IMPORT_KERAS": "0"}  # numpy and LiteRT only
+    env = dict(os.environ)  # the child imports numpy and LiteRT only
     command = [sys.executable, "-m", MODULE, *map(str, paths)]
     try:
         done = subprocess.run(

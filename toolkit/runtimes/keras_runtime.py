@@ -51,7 +51,7 @@ def _device() -> str:
 
 
 def open_keras(path: Path, options: RuntimeOptions) -> KerasSession:
-    """Load `path` safely (custom layers registered by `import toolkit`); threads are TF's own."""
+    """Load `path` safely (load_keras_model registers the custom layers); threads are TF's own."""
     from toolkit.runfolder import load_keras_model
 
     return KerasSession(load_keras_model(path), path)

@@ -32,7 +32,6 @@ from toolkit.runtimes.base import close_session
 from toolkit.runtimes.timing import Protocol, summarize, time_calls, timed_once
 
 MODULE = "toolkit.runtimes.worker"  # what `python -m` runs
-IMPORT_KERAS = "TOOLKIT_IMPORT_KERAS"  # "0": `import toolkit` leaves TensorFlow and Keras out
 WORKER_TIMEOUT_S = 900
 KERAS_RUNTIMES = ("keras",)  # the runtimes that need TensorFlow imported
 INPUT_SEED = 0
@@ -167,12 +166,9 @@ def worker_command(
 
 
 def worker_env(runtime: str) -> dict[str, str]:
-    """This process's environment for a worker of `runtime`: TensorFlow only for Keras, and
-    this checkout importable."""
+    """This process's environment for a worker of `runtime`, with this checkout importable
+    (`import toolkit` imports no Keras: only the keras runtime loads it)."""
     env = dict(os.environ)
-    env.pop(IMPORT_KERAS, None)
-    if runtime not in KERAS_RUNTIMES:
-        env[IMPORT_KERAS] = "0"
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     return env
@@ -206,16 +202,5 @@ def run_worker(
     return {"status": "failed", "reason": f"worker crashed ({how}): {last}"}
 
 
-def _restart_without_keras(argv: list[str]) -> None:
-    """Started by hand for a non-Keras runtime, `import toolkit` brought TensorFlow in: exec
-    afresh without it, so that the memory figures are the runtime's alone."""
-    args = build_parser().parse_args(argv)
-    loaded = any(sys.modules.get(name) is not None for name in ("tensorflow", "keras"))
-    if args.runtime not in KERAS_RUNTIMES and loaded and os.environ.get(IMPORT_KERAS) != "0":
-        env = {**os.environ, IMPORT_KERAS: "0"}
-        os.execve(sys.executable, [sys.executable, "-m", MODULE, *argv], env)
-
-
 if __name__ == "__main__":
-    _restart_without_keras(sys.argv[1:])
     sys.exit(main())

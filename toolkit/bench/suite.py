@@ -1,0 +1,329 @@
+"""A run's benchmark: one worker subprocess per (artifact, runtime, batch), then accuracy,
+size, MACs, achieved GMAC/s and the roofline attached to each row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from toolkit.bench import roofline
+from toolkit.bench.machine import describe
+from toolkit.formats import FORMATS
+from toolkit.progress import progress
+from toolkit.runfolder import BENCH_TOP1_FILE
+from toolkit.runtimes import RUNTIMES
+from toolkit.runtimes.timing import Protocol
+from toolkit.runtimes.worker import TIMED_CALL, run_worker
+
+KERAS_FORMAT = roofline.KERAS_FORMAT
+ROOFLINE_PROTOCOL = Protocol(warmup=3, runs=30, seconds=2.0)
+PEAK_ROUNDS = 2  # each peak kernel is timed this many times, a round over all kernels apart
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One model file of the run: its format name, path and size."""
+
+    format: str
+    path: Path
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to measure: artifacts x runtimes (those that open them) x batch sizes."""
+
+    run_dir: Path  # the folder benched (a run folder or an export folder): results go here
+    artifacts: list[Artifact]
+    runtimes: list[str]
+    batches: list[int]
+    protocol: Protocol
+    threads: int | None
+    macs_per_image: int | None
+    layers: tuple = ()  # the model's LayerCost per layer: the per-layer roofline's input
+    data_spec: str | None = None
+    command: str = ""
+    # (images, labels) of --data's test split, loaded once when the plan checked its classes
+    test_split: tuple | None = field(default=None, repr=False, compare=False)
+    model: str | None = None
+    preset: str | None = None
+    kind: str = "run folder"  # or "export folder": model.json's files without their run
+    no_top1: str | None = None  # why no top-1 is computed (an export folder has no data)
+    no_macs: str | None = None  # why MACs, GMAC/s and the roofline are not available
+
+    def cells(self) -> list[tuple[Artifact, str, int]]:
+        """Every (artifact, runtime, batch) row in table order; a file whose format fixes its
+        batch (onnx-mobile's batch 1) only at that batch."""
+        return [
+            (a, r, b)
+            for a in self.artifacts
+            for r in self.runtimes
+            if a.path.suffix.lower() in RUNTIMES[r].suffixes
+            for b in self.batches
+            if fixed_batch(a.format) in (None, b)
+        ]
+
+
+def fixed_batch(fmt: str) -> int | None:
+    """The one batch size format `fmt`'s file takes (its FORMATS row), or None: any."""
+    row = FORMATS.get(fmt)
+    return row.batch if row is not None else None
+
+
+def measure_row(plan: Plan, artifact: Artifact, runtime: str, batch: int) -> dict:
+    """One row; a runtime that cannot run here is `unavailable` without starting a worker."""
+    base = {
+        "format": artifact.format,
+        "file": artifact.path.name,
+        "runtime": runtime,
+        "batch": batch,
+        "size_bytes": artifact.size_bytes,
+        "macs_per_image": plan.macs_per_image,
+    }
+    reason = RUNTIMES[runtime].unavailable()
+    if reason is not None:
+        return {**base, "status": "unavailable", "reason": reason}
+    row = {**base, **run_worker(artifact.path, runtime, batch, plan.protocol, plan.threads)}
+    row.pop("artifact", None)
+    if row["status"] == "ok" and plan.macs_per_image:
+        row["gmacs"] = plan.macs_per_image * batch / (row["p50_ms"] * 1e6)
+    return row
+
+
+def _sha256(path: Path) -> str:
+    from toolkit.manifest import sha256
+
+    return sha256(path)
+
+
+def attach_accuracy(plan: Plan, rows: list[dict]) -> dict:
+    """top1 on every row of an artifact that ran, computed once per file and cached by sha256."""
+    from toolkit import atomic
+    from toolkit.bench.artifact_accuracy import test_split, top1
+
+    cache_path = plan.run_dir / BENCH_TOP1_FILE
+    try:
+        cache = json.loads(cache_path.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    ran = {r["file"] for r in rows if r["status"] == "ok"}
+    split = plan.test_split  # None: the run's own data, loaded when a top-1 is missing
+    info: dict = {"spec": plan.data_spec, "samples": None}
+    for artifact in plan.artifacts:
+        if artifact.path.name not in ran:
+            continue
+        key = f"{plan.data_spec or 'run data'}:{_sha256(artifact.path)}"
+        if key not in cache:
+            try:  # no data or an artifact that will not run: a blank top-1, not a crash
+                split = split or test_split(plan.run_dir, plan.data_spec)
+                cache[key] = {"top1": top1(artifact.path, *split), "samples": len(split[1])}
+            except Exception as exc:  # noqa: BLE001
+                info["error"] = str(exc).splitlines()[0][:200]
+        entry = cache.get(key, {})
+        for row in rows:
+            if row["file"] == artifact.path.name:
+                row["top1"] = entry.get("top1")
+        info["samples"] = entry.get("samples", info["samples"])
+    atomic.write_json(cache_path, cache)
+    return info
+
+
+def attach_vs_keras(rows: list[dict]) -> None:
+    """speedup_vs_keras: Keras p50 over the row's p50, at the same batch size."""
+    keras = {r["batch"]: r["p50_ms"] for r in rows if r["runtime"] == "keras" and "p50_ms" in r}
+    for row in rows:
+        if row.get("p50_ms") and row["batch"] in keras:
+            row["speedup_vs_keras"] = keras[row["batch"]] / row["p50_ms"]
+
+
+def _time_kernel(kernel: roofline.Kernel, cache: Path, threads: int | None) -> dict:
+    """One roofline kernel built (once) and timed in a worker: its entry, `min_ms` when ok."""
+    entry = {"runtime": kernel.runtime, "precision": kernel.precision, "shape": list(kernel.shape)}
+    try:
+        path = roofline.kernel_file(kernel, cache)
+    except Exception as exc:  # noqa: BLE001  (e.g. no TensorFlow to convert the tflite)
+        return {**entry, "status": "failed", "reason": str(exc).splitlines()[0]}
+    result = run_worker(path, kernel.runtime, kernel.shape[0], ROOFLINE_PROTOCOL, threads)
+    entry.update(file=path.name, status=result["status"], reason=result.get("reason"))
+    if result["status"] == "ok":  # a roof is the best the runtime did: its fastest call
+        entry.update(min_ms=result["min_ms"], p50_ms=result["p50_ms"], spread=result["spread"])
+    return entry
+
+
+def measure_peaks(plan: Plan, runtimes: set[str], cache: Path) -> tuple[dict, list[dict]]:
+    """Peak GMAC/s per (runtime, precision) of `runtimes`, and the entries that measured them.
+
+    Each kernel is timed in PEAK_ROUNDS rounds over all kernels, and keeps its fastest: a VM
+    that slows down for a few seconds then spoils one round's figure, not the peak.
+    """
+    kernels = [k for (runtime, _), k in roofline.KERNELS.items() if runtime in runtimes]
+    tries: dict[roofline.Kernel, list[dict]] = {kernel: [] for kernel in kernels}
+    for round_ in range(PEAK_ROUNDS):
+        for i, kernel in enumerate(kernels, 1):
+            what = "x".join(map(str, kernel.shape)) + f" {kernel.precision} matmul"
+            step = round_ * len(kernels) + i
+            progress(
+                "roofline peak", step, PEAK_ROUNDS * len(kernels), f"{what} on {kernel.runtime}"
+            )
+            tries[kernel].append(_time_kernel(kernel, cache, plan.threads))
+    peaks, entries = {}, []
+    for kernel, timed in tries.items():
+        ok = [e for e in timed if "min_ms" in e]
+        entry = min(ok, key=lambda e: e["min_ms"]) if ok else timed[-1]
+        entry = {**entry, "rounds_min_ms": [e.get("min_ms") for e in timed]}
+        if "min_ms" in entry:
+            entry["peak_gmacs"] = roofline.peak_gmacs(entry["min_ms"])
+            peaks[kernel.runtime, kernel.precision] = entry["peak_gmacs"]
+        entries.append(entry)
+    return peaks, entries
+
+
+def no_roofline(rows: list[dict], why: str, keep_gmacs: bool = False) -> dict:
+    """The roofline section not measured: every row's fractions (and, without MACs, its GMAC/s)
+    null, and why."""
+    for row in rows:
+        row.update(roofline_fraction=None, attainable_fraction=None)
+        if not keep_gmacs:
+            row["gmacs"] = None
+    return {
+        "macs": roofline.MACS,
+        "not_available": why,
+        "peaks": [],
+        "memory": [],
+        "layers": [],
+        "fastest": fastest(rows),
+        "above_roof": [],
+    }
+
+
+def above_roof(rows: list[dict]) -> list[str]:
+    """The rows that ran faster than a roof allows: the machine was slower while the roofline
+    was timed, so this run's fractions overstate."""
+    return [
+        f"{r['format']} on {r['runtime']} at batch {r['batch']} ran at {r[key]:.0%} of its {roof}"
+        for r in rows
+        for key, roof in (("roofline_fraction", "peak"), ("attainable_fraction", "roofline"))
+        if (r.get(key) or 0) > 1
+    ]
+
+
+def measure_reads(plan: Plan, reads: list[tuple[str, str]], cache: Path) -> tuple[dict, list]:
+    """GB/s at which each CPU runtime's batch-1 matmul reads the model's weights at each
+    precision of `reads` (bench/roofline.py), and the entries that measured them."""
+    bandwidths, entries = {}, []
+    for i, (runtime, precision) in enumerate(reads, 1):
+        base = roofline.stream_kernel(runtime, precision, 1)  # one column: a call's fixed cost
+        kernel = roofline.stream_kernel(
+            runtime, precision, roofline.model_weight_bytes(plan.layers, precision)
+        )
+        what = f"{kernel.weight_bytes / 2**20:.3g} MiB of {precision} weights on {runtime}"
+        progress("roofline memory", i, len(reads), what)
+        entry = {**_time_kernel(kernel, cache, plan.threads), "for": precision}
+        base_ms = _time_kernel(base, cache, plan.threads).get("min_ms")
+        entry.update(weight_bytes=kernel.weight_bytes, base_ms=base_ms)
+        if "min_ms" in entry and base_ms is not None:
+            entry["gbs"] = roofline.bandwidth_gbs(kernel, entry["min_ms"], base, base_ms)
+            if entry["gbs"] is not None:
+                bandwidths[runtime, precision] = entry["gbs"]
+        entries.append(entry)
+    return bandwidths, entries
+
+
+def measure_roofline(plan: Plan, rows: list[dict], cache: Path) -> dict:
+    """The peaks and, on CPU runtimes, the weight-read rates behind the rows that ran; each ok
+    row's fraction of its peak and of its per-layer roofline."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    peaks, entries = measure_peaks(plan, {r["runtime"] for r in ok}, cache)
+    reads = sorted(
+        (runtime, precision)
+        for runtime, precision in {(r["runtime"], roofline.precision_of(r["format"])) for r in ok}
+        if runtime in roofline.HOST_RUNTIMES and precision in roofline.WEIGHT_BYTES
+    )
+    bandwidths, memory = measure_reads(plan, reads, cache) if plan.layers else ({}, [])
+    for row in rows:
+        row["roofline_fraction"] = roofline.fraction(row, peaks)
+        row.update(roofline.attainable(row, peaks, bandwidths, plan.layers))
+    return {
+        "macs": roofline.MACS,
+        "peaks": entries,
+        "memory": memory,
+        "layers": [
+            {"name": c.name, "macs": c.macs, "parameters": c.parameters} for c in plan.layers
+        ],
+        "fastest": fastest(rows),
+        "above_roof": above_roof(rows),
+    }
+
+
+def fastest(rows: list[dict]) -> list[dict]:
+    """Per batch and precision (fp32, int8): the quickest ok row and its roofline fraction."""
+    best: dict[tuple[int, str], dict] = {}
+    for row in rows:
+        precision = roofline.precision_of(row["format"])
+        if row["status"] != "ok" or precision is None or row["runtime"] == "keras":
+            continue
+        key = (row["batch"], precision)
+        if key not in best or row["p50_ms"] < best[key]["p50_ms"]:
+            best[key] = row
+    return [
+        {
+            "batch": b,
+            "precision": p,
+            "format": r["format"],
+            "runtime": r["runtime"],
+            "p50_ms": r["p50_ms"],
+            "gmacs": r.get("gmacs"),
+            "roofline_fraction": r.get("roofline_fraction"),
+            **{k: r[k] for k in roofline.ATTAINABLE_KEYS if k in r},
+        }
+        for (b, p), r in sorted(best.items())
+    ]
+
+
+def run_suite(
+    plan: Plan,
+    on_row: Callable[[dict], None] = lambda row: None,
+    cache: Path | None = None,
+) -> dict:
+    """Measure every cell of the plan (each in its own worker), then accuracy and roofline."""
+    rows, cells = [], plan.cells()
+    for i, (artifact, runtime, batch) in enumerate(cells, 1):
+        progress("bench row", i, len(cells), f"{artifact.format} on {runtime}, batch {batch}")
+        rows.append(measure_row(plan, artifact, runtime, batch))
+        on_row(rows[-1])
+    if plan.no_top1 is None:
+        data = attach_accuracy(plan, rows)
+    else:
+        data = {"spec": None, "samples": None, "not_computed": plan.no_top1}
+        for row in rows:
+            row["top1"] = None
+    attach_vs_keras(rows)
+    if plan.no_macs is None:
+        roof = measure_roofline(plan, rows, cache or roofline.cache_dir())
+    else:
+        roof = no_roofline(rows, plan.no_macs, keep_gmacs=plan.macs_per_image is not None)
+    return {
+        "run": str(plan.run_dir),
+        "kind": plan.kind,
+        "model": plan.model,
+        "preset": plan.preset,
+        "command": plan.command,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": describe(),
+        "protocol": {
+            "warmup": plan.protocol.warmup,
+            "runs": plan.protocol.runs,
+            "seconds": plan.protocol.seconds,
+            "threads": plan.threads,
+            "batches": plan.batches,
+            "runtimes": plan.runtimes,
+            "timer": f"time.perf_counter_ns per call; {TIMED_CALL}; one fresh process per row",
+        },
+        "data": data,
+        "roofline": roof,
+        "rows": rows,
+    }

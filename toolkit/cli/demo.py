@@ -1,0 +1,81 @@
+"""`toolkit demo`: the tiny presets end to end on offline data, printing where outputs went."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from toolkit import atomic
+from toolkit.bench.command import bench_run, parse_args
+from toolkit.bench.report import terminal_table
+from toolkit.data import load_data
+from toolkit.errors import UsageError
+from toolkit.evaluate import evaluate_run
+from toolkit.export import export_run
+from toolkit.runfolder import (
+    CONFIG_FILE,
+    EXPORT_DIR,
+    HISTORY_FILE,
+    LABELS_FILE,
+    MANIFEST_FILE,
+    METRICS_FILE,
+    MODEL_FILE,
+    VERIFY_FILE,
+)
+from toolkit.training.train import TrainOptions, train
+from toolkit.verify import verify_run
+from toolkit.verify.command import print_report
+
+DEMO_MODELS = ("shiftvit", "vit-lsa")
+# short runs: the demo shows the table, not final figures. A second per row, not a fixed count:
+# the tiny models' calls take 0.06-0.5 ms, and 20 calls left the int8-vs-fp32 order to noise
+BENCH_ARGS = "--seconds 1 --warmup 20"
+RUN_FILES = (MODEL_FILE, CONFIG_FILE, HISTORY_FILE, METRICS_FILE, LABELS_FILE)
+
+
+def run_demo(
+    data: str = "shapes", out: Path | None = None, epochs: int | None = None
+) -> tuple[Path, bool]:
+    """Train, evaluate, export and verify each demo model at the tiny preset.
+
+    Returns the demo folder and whether every verification passed.
+    """
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    root = Path(out) if out is not None else Path("runs") / f"demo-{stamp}"
+    for run_dir in (root / model for model in DEMO_MODELS):  # new and writable, before work
+        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+            raise UsageError(f"{run_dir} already exists: pass another --out")
+        atomic.check_writable(run_dir / CONFIG_FILE, "--out", "pass --out DIR in a writable place")
+    calib_samples = min(500, len(load_data(data).y_train))
+    passed = True
+    for model in DEMO_MODELS:
+        run_dir = root / model
+        print(f"== {model}: training the tiny preset on {data}", flush=True)
+        train(TrainOptions(model=model, preset="tiny", data=data, epochs=epochs), out=run_dir)
+        result = evaluate_run(run_dir)
+        print(
+            f"== {model}: test top-1 {result['top1']:.1%}, top-5 {result['top5']:.1%} "
+            f"on {result['samples']} images",
+            flush=True,
+        )
+        print(f"== {model}: exporting every format ({calib_samples} calibration images)")
+        manifest = export_run(run_dir, "all", calib_samples=calib_samples)
+        print(f"   run folder: {run_dir}")
+        for name in RUN_FILES:
+            print(f"   {name:22s} -> {run_dir / name}")
+        for fmt, entry in manifest["artifacts"].items():
+            size = entry["size_bytes"] / 1024
+            print(f"   {fmt:22s} -> {run_dir / EXPORT_DIR / entry['file']} ({size:.0f} KB)")
+        print(f"   {MANIFEST_FILE:22s} -> {run_dir / EXPORT_DIR / MANIFEST_FILE}")
+        print(f"== {model}: verifying ops (quick shapes) and every artifact", flush=True)
+        report = verify_run(run_dir, shapes="quick")
+        atomic.write_json(run_dir / VERIFY_FILE, report)
+        print_report(report)
+        print(f"   {VERIFY_FILE:22s} -> {run_dir / VERIFY_FILE}")
+        passed = passed and report["passed"]
+        print(f"== {model}: benchmarking every artifact (short: {BENCH_ARGS})", flush=True)
+        result, paths = bench_run(parse_args([str(run_dir), *BENCH_ARGS.split()]), quiet=True)
+        print(terminal_table(result))
+        for path in paths:
+            print(f"   {path.name:22s} -> {path}")
+    return root, passed

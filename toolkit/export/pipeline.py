@@ -1,0 +1,164 @@
+"""`export_run`: validate every input first, then convert, validate and publish each format."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from toolkit import atomic
+from toolkit.errors import UsageError, first_line
+from toolkit.export.calibration import DEFAULT_CALIB_SAMPLES
+from toolkit.export.errors import ExportError
+from toolkit.export.formats import CONVERTERS
+from toolkit.export.int8_search import check_budget, recipe_settings, search
+from toolkit.export.manifest import (
+    Extras,
+    app_info,
+    artifact_entry,
+    header,
+    record_gpu_acceleration,
+    update_manifest,
+)
+from toolkit.export.metadata import with_metadata
+from toolkit.export.onnx import MAX_OPSET, MIN_OPSET
+from toolkit.export.source import ExportSource, open_source
+from toolkit.export.validate import INSPECTORS
+from toolkit.formats import (
+    CALIB_OPTIONS,
+    FORMATS,
+    SEARCH_OPTIONS,
+    Format,
+    check_options,
+    parse_formats,
+)
+from toolkit.progress import progress
+from toolkit.runfolder import EXPORT_DIR, LABELS_FILE, MANIFEST_FILE, open_run
+
+DEFAULT_OPSET = MAX_OPSET  # opset 23: each attention core one standard Attention node
+
+
+def export_run(
+    run_dir: str | Path,
+    formats: str | list[str],
+    calib_data: str | None = None,
+    calib_samples: int | None = None,
+    opset: int | None = None,
+    out: str | Path | None = None,
+    max_accuracy_drop: float | None = None,
+) -> dict:
+    """Export RUN to `formats` in `out` (default RUN/export); return the merged model.json.
+
+    calib_samples defaults to 500 and opset to DEFAULT_OPSET; None means "not given" for option
+    checks.
+    max_accuracy_drop (top-1 points) makes the int8 formats search their recipe tables.
+    """
+    names = parse_formats(formats)
+    given = {
+        "opset": opset,
+        "calib_data": calib_data,
+        "calib_samples": calib_samples,
+        "max_accuracy_drop": max_accuracy_drop,
+    }
+    check_options(names, given)
+    budget = None if max_accuracy_drop is None else check_budget(max_accuracy_drop)
+    opset = _check_opset(DEFAULT_OPSET if opset is None else opset)
+    samples = _check_samples(DEFAULT_CALIB_SAMPLES if calib_samples is None else calib_samples)
+    run = open_run(run_dir)
+    flag = "--out" if out is not None else ""
+    out = Path(out) if out is not None else run.path / EXPORT_DIR
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file: pass a folder for the exported models")
+    files = [name for n in names for name in (FORMATS[n].filename, *FORMATS[n].companions)]
+    written = [out / name for name in files] + [out / MANIFEST_FILE, out / LABELS_FILE]
+    for path in written:  # before any conversion: a path that cannot be written is bad input
+        atomic.check_writable(path, flag, hint="pass --out DIR in a writable place")
+    model = run.load_model()
+    calib_data = calib_data or (run.config.get("options") or {}).get("data")
+    options = dict(opset=opset, calib_data=calib_data, calib_samples=samples)
+    with open_source(run, model, **options) as src:
+        src.preprocessing  # noqa: B018  (check config.json before anything is written)
+        if any(o in FORMATS[n].options for n in names for o in CALIB_OPTIONS):
+            src.calibration  # noqa: B018  (load now: bad calibration data is a UsageError)
+        created = not out.exists()
+        out.mkdir(parents=True, exist_ok=True)
+        # temp files a killed export left, of every format: the next export may not write it
+        every = [name for f in FORMATS.values() for name in (f.filename, *f.companions)]
+        for name in [*every, MANIFEST_FILE, LABELS_FILE]:
+            atomic.remove_stale_temps(out / name)
+        manifest: dict = {}
+        try:
+            for i, name in enumerate(names, 1):
+                progress("export", i, len(names), f"writing {name}")
+                manifest = _export_one(src, FORMATS[name], out, budget)
+            app_files = [n for n in names if FORMATS[n].runtime == "litert"]
+            if app_files:  # what an app's GPU path gets: recorded, "not checked" without a GPU
+                manifest = record_gpu_acceleration(out, app_files)
+        finally:
+            if created and not any(out.iterdir()):
+                out.rmdir()
+    return manifest
+
+
+def _check_opset(opset: int) -> int:
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise UsageError(
+            f"--opset {opset} is not supported: use {MIN_OPSET} to {MAX_OPSET} "
+            f"(default {DEFAULT_OPSET})"
+        )
+    return opset
+
+
+def _check_samples(samples: int) -> int:
+    if samples < 1:
+        raise UsageError(f"--calib-samples must be a positive integer, got {samples}")
+    return samples
+
+
+def _export_one(src: ExportSource, fmt: Format, out: Path, budget: float | None = None) -> dict:
+    """Convert by the format's recipe (or search, given a budget) to a temp file, validate it,
+    rename it into place; model.json's entry names the recipe that made the file."""
+    target = out / fmt.filename
+    converter = CONVERTERS[fmt.name]
+    searching = budget is not None and converter.search is not None
+    options = {o: getattr(src, o) for o in fmt.options if o not in SEARCH_OPTIONS}
+    if searching:
+        options["max_accuracy_drop"] = budget
+    record = None
+    start = time.perf_counter()
+    with atomic.atomic_path(target) as tmp:
+        try:
+            if searching:
+                record = search(src, fmt.name, converter.search, tmp, budget)
+            else:
+                converter.convert(src, tmp)
+            if fmt.runtime == "litert":  # the app files: MediaPipe Tasks reads the metadata
+                tmp.write_bytes(with_metadata(tmp.read_bytes(), app_info(src, fmt)))
+            inspect = INSPECTORS[Path(fmt.filename).suffix]
+            info = inspect(tmp, fmt.name, src.input_shape, src.num_classes)
+            extras = converter.describe(src, tmp, fmt) if converter.describe else Extras()
+            if set(extras.files) != set(fmt.companions):
+                raise ExportError(f"{fmt.name}: wrote {sorted(extras.files)}, not {fmt.companions}")
+        except UsageError:
+            raise
+        except ExportError as exc:
+            raise ExportError(f"{exc}; {target} was not changed") from exc
+        except Exception as exc:  # noqa: BLE001  (any converter failure: keep the old artifact)
+            first = first_line(exc)
+            raise ExportError(
+                f"{fmt.name}: conversion failed ({type(exc).__name__}: {first}); "
+                f"{target} was not changed"
+            ) from exc
+        entry = artifact_entry(
+            fmt.name, fmt.filename, fmt.runtime, tmp, info, time.perf_counter() - start, options
+        )
+        entry["recipe"] = {
+            "name": converter.recipe,
+            "settings": recipe_settings(converter.settings),
+        }
+        if record is not None:
+            entry["recipe"] = {"name": record["recipe"], "settings": record["settings"]}
+            entry["quantization_search"] = record
+        entry.update(extras.entry)
+        for name, text in extras.files.items():  # then the artifact, as the block ends
+            atomic.write_text(out / name, text)
+    return update_manifest(out, header(src), fmt.name, entry)

@@ -1,0 +1,233 @@
+"""`toolkit verify RUN`: arguments, tables on the terminal, RUN/verify.json (and with --layers
+verify_layers.png beside it), parity records in RUN/export/model.json, exit 0/1."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from toolkit import atomic
+from toolkit.argtypes import ALL, finite_float
+from toolkit.errors import UsageError
+from toolkit.runfolder import EXPORT_DIR, MANIFEST_FILE, VERIFY_FILE, VERIFY_LAYERS_PLOT
+from toolkit.runtimes import VERIFIED_RUNTIMES
+from toolkit.scratch import remove_dead_scratch
+from toolkit.verify.cases import OP_CASES, SHAPE_SETS
+from toolkit.verify.layerlevel import LAYER_SAMPLES, verify_layers_run
+from toolkit.verify.layerreport import divergence_lines, layer_table, plot_layers
+from toolkit.verify.parity import record_parity
+from toolkit.verify.report import (
+    attribution_table,
+    model_table,
+    op_table,
+    unavailable_reasons,
+)
+from toolkit.verify.rules import ATOL_FP32, INT8_STEPS, Tolerances
+from toolkit.verify.suite import ATTRIBUTION_SAMPLES, verify_run
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of `toolkit verify`."""
+    p.add_argument("run", type=Path, metavar="RUN", help="run folder (exported for models)")
+    p.add_argument(
+        "--runtime",
+        "--runtimes",
+        dest="runtime",
+        default=ALL,
+        metavar="R[,R...]",
+        help=f"runtimes to check (default all: {','.join(VERIFIED_RUNTIMES)})",
+    )
+    p.add_argument(
+        "--samples",
+        type=int,
+        metavar="N",
+        help="model level: first N test images of the run's data (default: the whole split); "
+        f"the int8 attribution uses min(N, {ATTRIBUTION_SAMPLES}); --layers: default "
+        f"{LAYER_SAMPLES}",
+    )
+    p.add_argument(
+        "--format",
+        "--formats",
+        dest="format",
+        metavar="F[,F...]",
+        help="with --layers: exported formats to check (default: every one in model.json)",
+    )
+    p.add_argument(
+        "--atol-fp32",
+        type=finite_float,
+        default=ATOL_FP32,
+        metavar="X",
+        help=f"float32 abs tolerance of SPT/LSA (blocks 10x, models 100x relative; "
+        f"default {ATOL_FP32:g}; shift and patches stay bit-exact)",
+    )
+    p.add_argument(
+        "--int8-steps",
+        type=finite_float,
+        default=INT8_STEPS,
+        metavar="K",
+        help="int8 op bound: max abs error <= K output quantization steps "
+        f"(default {INT8_STEPS:g}; data-movement ops: 1)",
+    )
+    p.add_argument(
+        "--shapes",
+        choices=SHAPE_SETS,
+        default="full",
+        help="op shapes: full (seed presets' and odd ones, default) or quick (small odd ones)",
+    )
+    p.add_argument(
+        "--ops",
+        default=ALL,
+        metavar="OP[,OP...]",
+        help=f"ops to check (default all: {','.join(OP_CASES)})",
+    )
+    p.add_argument(
+        "--json", type=Path, metavar="FILE", help=f"report file (default RUN/{VERIFY_FILE})"
+    )
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--ops-only", action="store_true", help="op level only")
+    only.add_argument("--models-only", action="store_true", help="model level only")
+    only.add_argument(
+        "--layers",
+        action="store_true",
+        help="layer level only: each artifact's tensors at every block boundary vs Keras, the "
+        f"first that leaves its tolerance, and {VERIFY_LAYERS_PLOT} beside the report",
+    )
+
+
+def _tolerances(args: argparse.Namespace) -> Tolerances:
+    if not args.atol_fp32 >= 0:
+        raise UsageError(f"--atol-fp32 must be >= 0, got {args.atol_fp32}")
+    if not args.int8_steps > 0:
+        raise UsageError(f"--int8-steps must be > 0, got {args.int8_steps}")
+    return Tolerances(atol_fp32=args.atol_fp32, int8_steps=args.int8_steps)
+
+
+def _json_path(args: argparse.Namespace) -> Path:
+    path = args.json if args.json is not None else args.run / VERIFY_FILE
+    atomic.check_writable(path, "--json", "pass --json FILE in a writable folder")
+    if not path.parent.is_dir():
+        raise UsageError(f"--json {path}: folder {path.parent} does not exist")
+    return path
+
+
+def _manifest_writable(run: Path) -> bool:
+    """Whether RUN/export/model.json can take the parity records; says so on stderr if not."""
+    path = run / EXPORT_DIR / MANIFEST_FILE
+    try:
+        atomic.check_writable(path)
+    except UsageError as exc:
+        print(f"toolkit: note: no parity record will be saved: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
+def run(args: argparse.Namespace) -> int:
+    """Verify, print the tables, write the JSON report (and the layer plot), record parity in
+    model.json; 1 when a tolerance is exceeded."""
+    tolerances = _tolerances(args)
+    if args.format is not None and not args.layers:
+        raise UsageError("--format applies to the layer level: add --layers, or drop --format")
+    level = "ops" if args.ops_only else "models" if args.models_only else "all"
+    record = False
+    if args.run.is_dir():
+        path = _json_path(args)  # a bad --json fails before the work, not after it
+        if args.layers:
+            atomic.check_writable(
+                path.parent / VERIFY_LAYERS_PLOT, "plot", "pass --json in a writable folder"
+            )
+        record = level != "ops" and _manifest_writable(args.run)
+    remove_dead_scratch()  # what killed exports and verifies left in the temp folder, any level
+    if args.layers:
+        report = verify_layers_run(
+            args.run,
+            formats=args.format,
+            runtimes=args.runtime,
+            samples=args.samples,
+            tolerances=tolerances,
+        )
+    else:
+        report = verify_run(
+            args.run,
+            level=level,
+            runtimes=args.runtime,
+            samples=args.samples,
+            tolerances=tolerances,
+            shapes=args.shapes,
+            ops=args.ops,
+        )
+    path = _json_path(args)
+    if "layers" in report and plot_layers(
+        report["layers"], path.parent / VERIFY_LAYERS_PLOT, Path(report["run"]).name
+    ):
+        report["layers"]["plot"] = str(path.parent / VERIFY_LAYERS_PLOT)
+    atomic.write_json(path, report)
+    updated = record_parity(args.run / EXPORT_DIR, report) if record else []
+    print_report(report)
+    print(f"report: {path}")
+    if "layers" in report and "plot" in report["layers"]:
+        print(f"plot: {report['layers']['plot']}")
+    if updated:
+        print(f"parity recorded in {args.run / EXPORT_DIR / MANIFEST_FILE}: {', '.join(updated)}")
+    return 0 if report["passed"] else 1
+
+
+def print_report(report: dict) -> None:
+    """The tables, the unavailable runtimes' reasons, and the verdict."""
+    tol = report["tolerances"]
+    if "ops" in report:
+        ops = report["ops"]
+        print(f"op level ({ops['shapes']} shapes, batch 2, {ops['seconds']:.0f} s)")
+        print(op_table(ops))
+        print(
+            f"fp32: max abs error vs NumPy float64 (shift/patches exact, spt/lsa <= "
+            f"{tol['atol_fp32']:g}, blocks <= {tol['atol_fp32'] * tol['block_factor']:g}); "
+            f"int8: max abs error in output quantization steps (data movement <= "
+            f"{tol['movement_int8_steps']:g}, others <= {tol['int8_steps']:g})"
+        )
+    if "models" in report:
+        models = report["models"]
+        print()
+        print(
+            f"model level: {models['samples']} test images of {models['data']}, vs Keras "
+            f"(top-1 {models['reference']['top1_accuracy']:.1%}; {models['seconds']:.0f} s)"
+        )
+        print(model_table(models))
+    attribution = report.get("int8_attribution")
+    if attribution:
+        print()
+        if "error" in attribution:
+            print(f"int8 attribution: {attribution['error']}")
+        else:
+            print(
+                f"int8 attribution (QuantizationDebugger, {attribution['debug_samples']} "
+                f"images; rmse/scale, rounding alone = 0.29; top {len(attribution['top'])} "
+                f"of {len(attribution['layers'])} layers)"
+            )
+            print(attribution_table(attribution))
+    layers = report.get("layers")
+    if layers:
+        print(
+            f"layer level: {layers['samples']} test images of {layers['data']}, "
+            f"{len(layers['boundaries'])} boundaries vs Keras ({layers['seconds']:.0f} s)"
+        )
+        print(layer_table(layers))
+        print(
+            "SQNR in dB vs the Keras tensor (int8: + max error in steps of the tensor's own "
+            "scale, fp: a float tensor inside the int8 model); -: not found in the artifact"
+        )
+        print()
+        for line in divergence_lines(layers):
+            print(line)
+    cells = [
+        c for part in ("ops", "models", "layers") for c in report.get(part, {}).get("cells", [])
+    ]
+    for line in unavailable_reasons(cells):
+        print(f"unavailable: {line}")
+    print()
+    if report["passed"]:
+        print(f"verify: PASSED ({len(cells)} cells)")
+        return
+    print(f"verify: FAILED ({len(report['failures'])} of {len(cells)} cells)")
+    for line in report["failures"]:
+        print(f"  {line}")

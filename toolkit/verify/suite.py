@@ -1,0 +1,94 @@
+"""`verify_run`: op level, model level and int8 attribution of one run, as one report dict."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from toolkit.argtypes import ALL, choose_names
+from toolkit.errors import UsageError, first_line
+from toolkit.runfolder import Run, open_run
+from toolkit.runtimes import VERIFIED_RUNTIMES
+from toolkit.verify.attribution import attribute_int8, int8_formats
+from toolkit.verify.cases import OP_CASES, Params
+from toolkit.verify.modellevel import test_images, verify_models
+from toolkit.verify.oplevel import verify_ops
+from toolkit.verify.quiet import quiet_tensorflow
+from toolkit.verify.rules import DEFAULT_TOLERANCES, Tolerances
+from toolkit.versions import versions
+
+LEVELS = ("all", "ops", "models")
+PARTS = ("ops", "models", "layers")  # the report's sections of cells, in report order
+ATTRIBUTION_SAMPLES = 32  # debug images for the int8 attribution (capped by --samples)
+
+
+def verify_run(
+    run_dir: str | Path,
+    level: str = "all",
+    runtimes: str | Iterable[str] = ALL,
+    samples: int | None = None,
+    tolerances: Tolerances = DEFAULT_TOLERANCES,
+    shapes: str | Mapping[str, Sequence[Params]] = "full",
+    ops: str | Iterable[str] = ALL,
+) -> dict:
+    """The full report of RUN; bad input (run, export folder, runtime, op) is a UsageError
+    raised before any work."""
+    if level not in LEVELS:
+        raise UsageError(f"unknown level '{level}': choose from {', '.join(LEVELS)}")
+    run = open_run(run_dir)
+    chosen = choose_names(runtimes, VERIFIED_RUNTIMES, "runtime")
+    op_names = choose_names(ops, OP_CASES, "op")
+    if level != "ops":  # another program's model, bad export folder, --samples or data:
+        run.load_model()  # fail before any work
+        manifest = run.manifest()
+        data = test_images(run, samples)
+    options = {
+        "level": level,
+        "runtimes": chosen,
+        "samples": samples,
+        "shapes": shapes if isinstance(shapes, str) else "custom",
+        "ops": op_names,
+    }
+    report = report_head(run, options, tolerances, "models")
+    with quiet_tensorflow():
+        if level != "models":
+            report["ops"] = verify_ops(shapes, op_names, chosen, tolerances)
+        if level != "ops":
+            report["models"] = verify_models(run, chosen, samples, tolerances, data)
+            if any(f in manifest["artifacts"] for f in int8_formats()):
+                report["int8_attribution"] = _attribution(run, manifest, data[0])
+    return conclude(report)
+
+
+def report_head(run: Run, options: dict, tolerances: Tolerances, rules: str) -> dict:
+    """What every verify report opens with: the run, date, versions, options, and the
+    tolerances with the op rules' and `rules`' (models or layers) rationale."""
+    return {
+        "tool": "toolkit verify",
+        "run": str(run.path),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "versions": versions(),
+        "options": options,
+        "tolerances": tolerances.to_dict(rules),
+    }
+
+
+def conclude(report: dict) -> dict:
+    """`report` with the failing cells of all its sections and the verdict added."""
+    report["failures"] = [
+        line for part in PARTS if part in report for line in report[part]["summary"]["failures"]
+    ]
+    report["passed"] = not report["failures"]
+    return report
+
+
+def _attribution(run, manifest: dict, images) -> dict:
+    """The int8 attribution, or the reason the debugger failed (a diagnostic, not a verdict)."""
+    try:
+        return attribute_int8(run, manifest, images, min(ATTRIBUTION_SAMPLES, len(images)))
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (the debugger is TF-internal; report, go on)
+        first = first_line(exc)
+        return {"error": f"QuantizationDebugger failed ({type(exc).__name__}: {first})"}
