@@ -31,7 +31,7 @@ from toolkit.atomic import check_writable
 from toolkit.bench import roofline
 from toolkit.bench.machine import describe
 from toolkit.errors import UsageError
-from toolkit.export.formats import ONNX_INT8_RECIPE
+from toolkit.export.converters import ONNX_INT8_RECIPE
 from toolkit.export.int8_search import ONNX_RECIPES
 from toolkit.export.onnx_int8 import quantize_int8
 from toolkit.progress import progress

@@ -1,6 +1,6 @@
 """One row per export format: its facts live in toolkit/formats.py (verify, bench and predict
-read them there), how it is converted in export/formats.py; the two tables name the same
-formats."""
+read them there), its converter too, by the name of a constant of toolkit/export/converters.py;
+no other table is keyed by format name."""
 
 import re
 from dataclasses import replace
@@ -10,7 +10,7 @@ import pytest
 
 from toolkit.bench import roofline
 from toolkit.errors import UsageError
-from toolkit.export.formats import CONVERTERS
+from toolkit.export.converters import CONVERTERS
 from toolkit.export.validate import INSPECTORS
 from toolkit.formats import (
     FORMATS,
@@ -54,8 +54,15 @@ def test_every_row_holds_every_fact(name):
         assert search.recipes
 
 
-def test_the_converter_table_names_exactly_the_formats():
+def test_every_row_names_a_converter_and_the_converters_derive_from_the_rows():
+    from toolkit.export.converters import Converter, converter_named
+
+    for name, f in FORMATS.items():
+        assert isinstance(converter_named(f.converter), Converter)
+        assert CONVERTERS[name] is converter_named(f.converter)
     assert list(CONVERTERS) == list(FORMATS)
+    with pytest.raises(KeyError, match="no converter"):
+        converter_named("FLOAT_IO_RECIPE")  # a recipe, not a converter
 
 
 def test_every_written_file_name_is_unique():
@@ -126,7 +133,7 @@ def test_no_other_table_is_keyed_by_format_name():
     found = []
     for path in sorted((ROOT / "toolkit").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel in ("toolkit/formats.py", "toolkit/export/formats.py") or rel in ALLOWED:
+        if rel == "toolkit/formats.py" or rel in ALLOWED:
             continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if quoted.search(line):

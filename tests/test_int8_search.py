@@ -18,7 +18,7 @@ from toolkit.errors import UsageError
 from toolkit.export import export_run
 from toolkit.export.command import add_arguments
 from toolkit.export.command import run as run_command
-from toolkit.export.formats import CONVERTERS
+from toolkit.export.converters import CONVERTERS
 from toolkit.export.int8_search import ONNX_RECIPES, TFLITE_RECIPES, choose
 from toolkit.export.metadata import read_metadata
 from toolkit.export.onnx_int8 import ImageReader

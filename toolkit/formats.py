@@ -3,10 +3,11 @@
 A row says which file and runtime the artifact has, what precision it computes in, which
 options it takes, how `toolkit verify` judges it (a rule name of verify/rules.py), which
 roofline peak `toolkit bench` holds it against, whether the int8 attribution applies, and how
-the README describes it. How it is converted (the converter, its named recipe and settings,
-its `--max-accuracy-drop` search space) is export's: one row per name in
-export/formats.py `CONVERTERS`. These facts import nothing heavy, so `bench` and `predict` read
-them on a device without TensorFlow.
+the README describes it, and which converter writes it (by name: the converter itself, its
+recipe and its `--max-accuracy-drop` search space, lives in toolkit/export/converters.py, which
+imports TensorFlow). These facts import nothing heavy, so `bench` and `predict` read them on a
+device without TensorFlow. A new format is one row here (and a converter, if no existing one
+fits).
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ class Format:
     runtime: str  # ort-cpu or litert: the runtime that loads and validates the artifact
     precision: str  # one of PRECISIONS: the numbers the artifact computes in
     options: tuple[str, ...]
-    rule: str  # `toolkit verify`'s rule: a key of verify/rules.MODEL_RULES and LAYER_RULES
+    rule: str  # `toolkit verify`'s rule: a key of toolkit/verify/rules MODEL_RULES, LAYER_RULES
     roofline: str  # one of ROOFLINE_PRECISIONS: the peak `toolkit bench` holds it against
     description: str
+    converter: str  # the Converter constant of toolkit/export/converters.py that writes it
     int8_attribution: bool = False  # `toolkit verify` runs the TFLite int8 debugger for it
     batch: int | None = None  # the one batch size the file takes (None: any; bench times only it)
     companions: tuple[str, ...] = ()  # files export writes beside it, for the app build
@@ -59,6 +61,7 @@ FORMATS: dict[str, Format] = {
             precision="fp32",
             options=ONNX_OPTIONS,
             rule="fp32",
+            converter="ONNX_FP32",
             roofline="fp32",
             description="float32, dynamic batch",
         ),
@@ -69,6 +72,7 @@ FORMATS: dict[str, Format] = {
             precision="int8",
             options=ONNX_OPTIONS + CALIB_OPTIONS + SEARCH_OPTIONS,
             rule="int8",
+            converter="ONNX_INT8",
             roofline="int8",
             description="int8 MatMuls, activations quantized per call (7-bit weights), "
             "float32 in/out, dynamic batch",
@@ -80,6 +84,7 @@ FORMATS: dict[str, Format] = {
             precision="fp32",
             options=(),
             rule="fp32",
+            converter="TFLITE_FP32",
             roofline="fp32",
             description="float32, batch 1",
         ),
@@ -90,6 +95,7 @@ FORMATS: dict[str, Format] = {
             precision="fp16",
             options=(),
             rule="fp16",
+            converter="TFLITE_FP16",
             roofline="fp32",  # fp16 weights are widened to fp32 at load on CPU
             description="float16 weights, float32 in/out, batch 1",
         ),
@@ -100,6 +106,7 @@ FORMATS: dict[str, Format] = {
             precision="int8",
             options=(),
             rule="int8",
+            converter="TFLITE_DYNAMIC",
             roofline="int8",
             description="int8 weights, float activations and in/out, batch 1; fastest for ViT-LSA",
         ),
@@ -110,6 +117,7 @@ FORMATS: dict[str, Format] = {
             precision="int8",
             options=CALIB_OPTIONS + SEARCH_OPTIONS,
             rule="int8",
+            converter="TFLITE_INT8",
             roofline="int8",
             description="int8 in/out, batch 1; LayerNorm, GELU and attention core float",
             int8_attribution=True,
@@ -121,6 +129,7 @@ FORMATS: dict[str, Format] = {
             precision="int8",
             options=CALIB_OPTIONS,
             rule="int8",
+            converter="TFLITE_INT8_FLOAT_IO",
             roofline="int8",
             description="tflite-int8 with float32 in/out and a float logits layer",
             int8_attribution=True,
@@ -132,6 +141,7 @@ FORMATS: dict[str, Format] = {
             precision="fp32",
             options=(),
             rule="fp32",
+            converter="ONNX_MOBILE",
             roofline="fp32",
             description="ORT Mobile, float32, batch 1, NNAPI/CoreML ops",
             batch=1,

@@ -7,8 +7,8 @@ from toolkit.keras_setup import setup_keras
 
 setup_keras()  # TensorFlow imported quietly and the custom layers registered, before converters
 
+from toolkit.export.converters import CONVERTERS, Converter  # noqa: E402
 from toolkit.export.errors import ExportError  # noqa: E402
-from toolkit.export.formats import CONVERTERS, Converter  # noqa: E402
 from toolkit.export.pipeline import export_run  # noqa: E402
 
 __all__ = ["CONVERTERS", "Converter", "ExportError", "export_run"]

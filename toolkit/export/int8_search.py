@@ -90,7 +90,7 @@ class SearchSpace:
     fp32: Callable[[ExportSource], bytes]
 
 
-# the search spaces of the formats that take --max-accuracy-drop (their rows in export/formats.py)
+# the search spaces of the formats that take --max-accuracy-drop (see export/converters.py)
 TFLITE_SEARCH = SearchSpace(
     TFLITE_RECIPES,
     lambda src, recipe, _: tflite_bytes(src, recipe),

@@ -8,8 +8,8 @@ from pathlib import Path
 from toolkit import atomic
 from toolkit.errors import UsageError, first_line
 from toolkit.export.calibration import DEFAULT_CALIB_SAMPLES
+from toolkit.export.converters import CONVERTERS
 from toolkit.export.errors import ExportError
-from toolkit.export.formats import CONVERTERS
 from toolkit.export.int8_search import check_budget, recipe_settings, search
 from toolkit.export.manifest import (
     Extras,

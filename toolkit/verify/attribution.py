@@ -35,7 +35,7 @@ TOP = 10
 
 
 def int8_formats() -> list[str]:
-    """The formats whose rows in export/formats.py ask for the int8 attribution."""
+    """The formats whose rows in toolkit/formats.py ask for the int8 attribution."""
     return [name for name, f in FORMATS.items() if f.int8_attribution]
 
 
