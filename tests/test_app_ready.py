@@ -56,7 +56,7 @@ def app_export(request, tmp_path_factory) -> tuple[Path, dict, np.ndarray]:
     out = tmp_path_factory.mktemp(request.param) / "run"
     options = TrainOptions(request.param, "tiny", f"npz:{SAMPLE}", epochs=1, **PROVENANCE)
     run = train(options, out=out)
-    manifest = export_run(run, "all", calib_samples=64)
+    manifest = export_run(run, "all", calib_samples=64).manifest
     images = np.load(SAMPLE)["x"][-IMAGES:]
     return Path(run) / "export", manifest, images
 

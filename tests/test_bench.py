@@ -549,13 +549,18 @@ def test_bad_run_folders_exit_2(run_dir, tmp_path, capsys):
 
 
 def test_demo_bench_step(run_dir, tmp_path, capsys):
-    """What `toolkit demo` runs after verify: short runs, quiet, the three files returned."""
-    from toolkit.bench.command import bench_run, parse_args
-    from toolkit.cli.demo import BENCH_ARGS
+    """What `toolkit demo` runs after verify, through the Python API: short runs, quiet, the
+    three files returned; the same call as `toolkit bench` with those flags."""
+    from toolkit import bench_run
+    from toolkit.cli.demo import BENCH_OPTIONS
 
     run = copy_run(run_dir, tmp_path / "run")
-    result, paths = bench_run(parse_args([str(run), *BENCH_ARGS.split()]), quiet=True)
+    benched = bench_run(run, **BENCH_OPTIONS)
+    result, paths = benched.result, benched.files
+    assert capsys.readouterr().out == ""  # quiet by default
     assert [p.name for p in paths] == list(BENCH_FILES) and all(p.is_file() for p in paths)
+    assert json.loads(paths[0].read_text()) == json.loads(json.dumps(result))
+    assert "--seconds 1 --warmup 20" in result["command"]
     ok = [r for r in result["rows"] if r["status"] == "ok"]
     assert ok and all(r["runs"] >= 20 for r in ok)  # a second of calls of a tiny model
     assert result["protocol"]["seconds"] == 1.0 and result["protocol"]["warmup"] == 20

@@ -158,7 +158,7 @@ def exported(request, tmp_path_factory):
     """A trained tiny run (1 epoch on synthetic shapes) exported to `all` into RUN/export."""
     root = tmp_path_factory.mktemp(request.param)
     run_dir = train(TrainOptions(request.param, "tiny", DATA, epochs=1), out=root / "run")
-    manifest = export_run(run_dir, "all", calib_samples=CALIB_SAMPLES)
+    manifest = export_run(run_dir, "all", calib_samples=CALIB_SAMPLES).manifest
     run = open_run(run_dir)
     return {
         "run": run_dir,
@@ -718,8 +718,11 @@ def test_reexport_updates_one_entry_and_keeps_the_others(exported, tmp_path):
     stale = json.loads((out / MANIFEST_FILE).read_text())
     stale["artifacts"]["tflite-dynamic"]["sha256"] = "stale"
     (out / MANIFEST_FILE).write_text(json.dumps(stale))
-    manifest = export_run(exported["run"], "tflite-dynamic", out=out)
+    written = export_run(exported["run"], "tflite-dynamic", out=out)
+    manifest = written.manifest
     path = out / FORMATS["tflite-dynamic"].filename
+    assert written.formats == ("tflite-dynamic",) and written.folder == out  # what it wrote
+    assert list(written.entries) == ["tflite-dynamic"] and written.path("tflite-dynamic") == path
     assert manifest["artifacts"]["tflite-dynamic"]["sha256"] == sha256(path)
     for fmt, entry in exported["manifest"]["artifacts"].items():
         if fmt != "tflite-dynamic":
@@ -734,7 +737,7 @@ def test_reexport_of_a_copied_run_keeps_the_entries_whose_files_match(exported, 
     out = copy / EXPORT_DIR
     (out / FORMATS["onnx-int8"].filename).write_bytes(b"replaced by hand")
     (out / FORMATS["tflite-fp16"].filename).unlink()
-    manifest = export_run(copy, "tflite")
+    manifest = export_run(copy, "tflite").manifest
     kept = [f for f in FORMATS if f not in ("onnx-int8", "tflite-fp16")]
     assert list(manifest["artifacts"]) == kept
     for fmt in kept:

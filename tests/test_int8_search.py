@@ -194,7 +194,7 @@ def test_search_keeps_the_fastest_recipe_within_budget(tiny_run, tmp_path):
         calib_samples=CALIB_SAMPLES,
         max_accuracy_drop=50.0,
         out=out,
-    )
+    ).manifest
     assert json.loads((out / MANIFEST_FILE).read_text()) == manifest
     for fmt, table in (("tflite-int8", TFLITE_RECIPES), ("onnx-int8", ONNX_RECIPES)):
         entry = manifest["artifacts"][fmt]

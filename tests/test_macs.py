@@ -8,7 +8,7 @@ import math
 import keras
 import pytest
 
-from toolkit.bench.command import layer_costs_of
+from toolkit.bench.benchmark import layer_costs_of
 from toolkit.models import MODELS, build_model, count_macs, get_preset, layer_costs
 from toolkit.models.presets import ShiftViTArch, ViTArch
 from toolkit.ops import MLP, PatchConv2D

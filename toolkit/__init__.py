@@ -34,7 +34,7 @@ _API = {
     "TrainOptions": "toolkit.training.train",
     "export_run": "toolkit.export.pipeline",
     "verify_run": "toolkit.verify.suite",
-    "bench_run": "toolkit.bench.suite",
+    "bench_run": "toolkit.bench.benchmark",
     "open_run": "toolkit.runfolder",
 }
 __all__ = [*_API, "__version__"]

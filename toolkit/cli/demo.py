@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from toolkit import atomic
-from toolkit.bench.command import bench_run, parse_args
+from toolkit.bench.benchmark import bench_run
 from toolkit.bench.report import terminal_table
 from toolkit.data import load_data
 from toolkit.errors import UsageError
@@ -14,7 +14,6 @@ from toolkit.evaluate import evaluate_run
 from toolkit.export import export_run
 from toolkit.runfolder import (
     CONFIG_FILE,
-    EXPORT_DIR,
     HISTORY_FILE,
     LABELS_FILE,
     MANIFEST_FILE,
@@ -29,7 +28,8 @@ from toolkit.verify.command import print_report
 DEMO_MODELS = ("shiftvit", "vit-lsa")
 # short runs: the demo shows the table, not final figures. A second per row, not a fixed count:
 # the tiny models' calls take 0.06-0.5 ms, and 20 calls left the int8-vs-fp32 order to noise
-BENCH_ARGS = "--seconds 1 --warmup 20"
+BENCH_OPTIONS = {"seconds": 1.0, "warmup": 20}
+BENCH_ARGS = " ".join(f"--{name} {value:g}" for name, value in BENCH_OPTIONS.items())
 RUN_FILES = (MODEL_FILE, CONFIG_FILE, HISTORY_FILE, METRICS_FILE, LABELS_FILE)
 
 
@@ -59,14 +59,14 @@ def run_demo(
             flush=True,
         )
         print(f"== {model}: exporting every format ({calib_samples} calibration images)")
-        manifest = export_run(run_dir, "all", calib_samples=calib_samples)
+        exported = export_run(run_dir, "all", calib_samples=calib_samples)
         print(f"   run folder: {run_dir}")
         for name in RUN_FILES:
             print(f"   {name:22s} -> {run_dir / name}")
-        for fmt, entry in manifest["artifacts"].items():
+        for fmt, entry in exported.entries.items():
             size = entry["size_bytes"] / 1024
-            print(f"   {fmt:22s} -> {run_dir / EXPORT_DIR / entry['file']} ({size:.0f} KB)")
-        print(f"   {MANIFEST_FILE:22s} -> {run_dir / EXPORT_DIR / MANIFEST_FILE}")
+            print(f"   {fmt:22s} -> {exported.path(fmt)} ({size:.0f} KB)")
+        print(f"   {MANIFEST_FILE:22s} -> {exported.folder / MANIFEST_FILE}")
         print(f"== {model}: verifying ops (quick shapes) and every artifact", flush=True)
         report = verify_run(run_dir, shapes="quick")
         atomic.write_json(run_dir / VERIFY_FILE, report)
@@ -74,8 +74,8 @@ def run_demo(
         print(f"   {VERIFY_FILE:22s} -> {run_dir / VERIFY_FILE}")
         passed = passed and report["passed"]
         print(f"== {model}: benchmarking every artifact (short: {BENCH_ARGS})", flush=True)
-        result, paths = bench_run(parse_args([str(run_dir), *BENCH_ARGS.split()]), quiet=True)
-        print(terminal_table(result))
-        for path in paths:
+        benched = bench_run(run_dir, **BENCH_OPTIONS)
+        print(terminal_table(benched.result))
+        for path in benched.files:
             print(f"   {path.name:22s} -> {path}")
     return root, passed

@@ -9,6 +9,6 @@ setup_keras()  # TensorFlow imported quietly and the custom layers registered, b
 
 from toolkit.export.converters import CONVERTERS, Converter  # noqa: E402
 from toolkit.export.errors import ExportError  # noqa: E402
-from toolkit.export.pipeline import export_run  # noqa: E402
+from toolkit.export.pipeline import Exported, export_run  # noqa: E402
 
-__all__ = ["CONVERTERS", "Converter", "ExportError", "export_run"]
+__all__ = ["CONVERTERS", "Converter", "ExportError", "Exported", "export_run"]

@@ -12,7 +12,7 @@ from toolkit.export.errors import ExportError
 from toolkit.export.onnx import MAX_OPSET, MIN_OPSET
 from toolkit.export.onnx_rewrite import ATTENTION_OPSET
 from toolkit.export.pipeline import DEFAULT_OPSET, EXPORT_DIR, export_run
-from toolkit.formats import FORMATS, parse_formats
+from toolkit.formats import FORMATS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -71,9 +71,9 @@ def gpu_notes(manifest: dict, names: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Export, then print one row per format and the export folder."""
+    """Export, then print one row per format written and the export folder."""
     try:
-        manifest = export_run(
+        exported = export_run(
             args.run,
             args.format,
             calib_data=args.calib_data,
@@ -85,11 +85,9 @@ def run(args: argparse.Namespace) -> int:
     except ExportError as exc:
         print(f"toolkit: export failed: {exc}", file=sys.stderr)
         return 1
-    out = args.out if args.out is not None else args.run / EXPORT_DIR
     rows = [("format", "file", "size (KB)", "seconds")]
     searched: list[str] = []
-    for name in parse_formats(args.format):
-        entry = manifest["artifacts"][name]
+    for name, entry in exported.entries.items():
         size = f"{entry['size_bytes'] / 1024:.1f}"
         rows.append((name, entry["file"], size, f"{entry['export_seconds']:.1f}"))
         found = entry.get("quantization_search")
@@ -108,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         print("  ".join(left + right))
     for line in searched:
         print(line)
-    for line in gpu_notes(manifest, parse_formats(args.format)):
+    for line in gpu_notes(exported.manifest, list(exported.formats)):
         print(line)
-    print(f"export folder: {out} (model.json, labels.txt)")
+    print(f"export folder: {exported.folder} (model.json, labels.txt)")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit import atomic
@@ -37,6 +38,25 @@ from toolkit.runfolder import EXPORT_DIR, LABELS_FILE, MANIFEST_FILE, open_run
 DEFAULT_OPSET = MAX_OPSET  # opset 23: each attention core one standard Attention node
 
 
+@dataclass(frozen=True)
+class Exported:
+    """What one `export_run` wrote: the folder, the formats in the order asked, and model.json
+    as it stands after (which may hold entries of earlier exports too)."""
+
+    folder: Path
+    formats: tuple[str, ...]
+    manifest: dict
+
+    @property
+    def entries(self) -> dict[str, dict]:
+        """model.json's entry of each format written, in the order asked."""
+        return {name: self.manifest["artifacts"][name] for name in self.formats}
+
+    def path(self, fmt: str) -> Path:
+        """The file written for `fmt`."""
+        return self.folder / self.entries[fmt]["file"]
+
+
 def export_run(
     run_dir: str | Path,
     formats: str | list[str],
@@ -45,8 +65,8 @@ def export_run(
     opset: int | None = None,
     out: str | Path | None = None,
     max_accuracy_drop: float | None = None,
-) -> dict:
-    """Export RUN to `formats` in `out` (default RUN/export); return the merged model.json.
+) -> Exported:
+    """Export RUN to `formats` in `out` (default RUN/export); return what was written.
 
     calib_samples defaults to 500 and opset to DEFAULT_OPSET; None means "not given" for option
     checks.
@@ -96,7 +116,7 @@ def export_run(
         finally:
             if created and not any(out.iterdir()):
                 out.rmdir()
-    return manifest
+    return Exported(out, tuple(names), manifest)
 
 
 def _check_opset(opset: int) -> int:
