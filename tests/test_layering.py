@@ -121,7 +121,8 @@ def _module_name(path: Path, root: Path = ROOT) -> str:
 
 def _imported(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
     """(line, module) of every import in `path`, at any depth (functions included), relative
-    imports resolved, and `importlib.import_module("...")` calls with a literal name."""
+    imports resolved (`from M import n` gives M and M.n), and `importlib.import_module("...")`
+    calls with a literal name."""
     tree = ast.parse(path.read_text(), str(path))
     package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
     found = []
@@ -130,8 +131,11 @@ def _imported(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = package.split(".")[: len(package.split(".")) - node.level + 1]
-            module = ".".join([*base, node.module or ""]) if node.level else node.module
-            found.append((node.lineno, module.strip(".")))
+            module = (".".join([*base, node.module or ""]) if node.level else node.module).strip(
+                "."
+            )
+            found.append((node.lineno, module))  # and `from toolkit import export`'s submodule:
+            found += [(node.lineno, f"{module}.{alias.name}") for alias in node.names]
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute | ast.Name)
@@ -165,6 +169,7 @@ def test_the_layer_scan_sees_a_core_module_importing_a_stage(tmp_path):
     assert _wrong_imports(tmp_path) == [
         "toolkit/bench/b.py:1 imports toolkit.verify.suite",
         "toolkit/core.py:2 imports toolkit.export",
+        "toolkit/core.py:2 imports toolkit.export.x",
     ]
 
 
@@ -256,3 +261,66 @@ def test_the_cli_starts_without_a_backend(argv, tmp_path):
     assert heavy == []
     if argv == ["presets"]:
         assert "| shiftvit | shift-b | Shift-B |" in printed and "89,026,152" in printed
+
+
+def _import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the toolkit modules it imports (at any depth), package __init__s by their
+    package's name; `import toolkit` itself (the light root) is left out."""
+    modules = {
+        _module_name(p, root).removesuffix(".__init__"): p for p in (root / "toolkit").rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps = set()
+        for _, module in _imported(path, root):
+            parts = module.split(".")
+            while parts and ".".join(parts) not in modules:
+                parts.pop()
+            found = ".".join(parts)
+            if found and found not in (name, "toolkit") and not name.startswith(found + "."):
+                deps.add(found)
+        graph[name] = deps
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_between_modules_not_even_inside_functions():
+    assert _cycles(_import_graph()) == []
+
+
+def test_the_cycle_scan_sees_one_inside_a_function(tmp_path):
+    (tmp_path / "toolkit").mkdir()
+    (tmp_path / "toolkit" / "a.py").write_text("from toolkit.b import x\n")
+    (tmp_path / "toolkit" / "b.py").write_text("def f():\n    from toolkit import a\n")
+    assert _cycles(_import_graph(tmp_path)) == [["toolkit.a", "toolkit.b"]]

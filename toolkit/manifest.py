@@ -14,7 +14,8 @@ from pathlib import Path
 
 from toolkit import atomic
 from toolkit.errors import UsageError
-from toolkit.runfolder import MANIFEST_FILE
+
+MANIFEST_FILE = "model.json"  # in every export folder (toolkit/runfolder.py re-exports it)
 
 
 def sha256(path: Path) -> str:

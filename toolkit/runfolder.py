@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolkit.errors import UsageError, first_line
+from toolkit.manifest import MANIFEST_FILE, load_manifest
 
 if TYPE_CHECKING:
     import keras
@@ -25,7 +26,6 @@ LABELS_FILE = "labels.txt"
 CHECKPOINT_DIR = "checkpoint"
 LOCK_FILE = ".train.lock"  # flock-ed by the `toolkit train` writing the folder; see hold_run_folder
 EXPORT_DIR = "export"  # what `toolkit export` writes by default: artifacts and MANIFEST_FILE
-MANIFEST_FILE = "model.json"
 # what `toolkit verify` and `toolkit bench` write into the run folder
 VERIFY_FILE = "verify.json"
 VERIFY_LAYERS_PLOT = "verify_layers.png"
@@ -87,8 +87,6 @@ class Run:
         how = f"run `toolkit export {self.path} --format all` first"
         if not path.is_file():
             raise UsageError(f"{self.path} has no exported models ({path} not found): {how}")
-        from toolkit.manifest import load_manifest
-
         return load_manifest(path, how)
 
 
