@@ -61,9 +61,9 @@ from toolkit.runfolder import MANIFEST_FILE, open_run
 from toolkit.scratch import scratch_dir
 from toolkit.training.train import TrainOptions, train
 from toolkit.verify import OP_CASES
-from toolkit.verify.cases import case_inputs, case_model
 from toolkit.verify.metrics import compare
-from toolkit.verify.opexport import OpExport
+from toolkit.verify.ops.artifacts import OpExport
+from toolkit.verify.ops.cases import case_inputs, case_model
 from toolkit.verify.rules import DEFAULT_TOLERANCES, judge, rule_for
 from toolkit.versions import versions
 

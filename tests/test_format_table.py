@@ -23,7 +23,7 @@ from toolkit.runtimes import RUNTIMES
 from toolkit.verify.artifacts import artifact_cells
 from toolkit.verify.attribution import int8_formats
 from toolkit.verify.cells import ERROR, NOT_APPLICABLE
-from toolkit.verify.layerlevel import no_layer_level
+from toolkit.verify.layers.level import no_layer_level
 from toolkit.verify.rules import LAYER_RULES, MODEL_RULES, format_rules, rule_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,7 +122,7 @@ ALLOWED = {
     "toolkit/export/onnx.py": "label of the onnx converter's error messages",
     "toolkit/export/onnx_int8.py": "label and scratch folder of the onnx-int8 converter",
     "toolkit/export/onnx_mobile.py": "label and scratch memo of the onnx-mobile converter",
-    "toolkit/verify/opexport.py": "op-level artifacts of `toolkit verify`, a table of its own",
+    "toolkit/verify/ops/artifacts.py": "op-level artifacts of `toolkit verify`, a table of its own",
     "toolkit/runtimes/onnxruntime.py": "the onnx package",
     "toolkit/versions.py": "the onnx package",
 }

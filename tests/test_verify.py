@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from wrong_ops import CropPadShift, UnmaskedLSA
 
-import toolkit.verify.oplevel as oplevel
+import toolkit.verify.ops.level as oplevel
 from toolkit.argtypes import OneLineParser
 from toolkit.cli.main import main
 from toolkit.export import export_run
@@ -25,7 +25,7 @@ from toolkit.verify import OP_CASES, Tolerances, verify_ops
 from toolkit.verify.cells import FAIL, NOT_APPLICABLE, PASS, UNAVAILABLE
 from toolkit.verify.command import add_arguments
 from toolkit.verify.metrics import compare
-from toolkit.verify.opexport import PRECISIONS
+from toolkit.verify.ops.artifacts import PRECISIONS
 
 MODELS = ("shiftvit", "vit-lsa")
 DATA = "shapes:300"

@@ -16,8 +16,8 @@ from toolkit.cli.main import main
 from toolkit.export import export_run
 from toolkit.runfolder import EXPORT_DIR, MANIFEST_FILE, MODEL_FILE, VERIFY_FILE, VERIFY_LAYERS_PLOT
 from toolkit.training.train import TrainOptions, train
-from toolkit.verify.boundaries import Boundary, Graph, Op, ScopeNames, Tensor, locate
-from toolkit.verify.layerlevel import verify_layers_run
+from toolkit.verify.layers.boundaries import Boundary, Graph, Op, ScopeNames, Tensor, locate
+from toolkit.verify.layers.level import verify_layers_run
 
 MODELS = ("shiftvit", "vit-lsa")
 FORMATS = "tflite,tflite-int8,onnx,onnx-int8"

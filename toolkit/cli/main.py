@@ -332,8 +332,10 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(_unknown_arguments(parser.long_options, args.command, unknown))
         if COMMANDS[args.command].keras_backend:  # after parsing, so --help works without it
             from toolkit.backend import require_backend
+            from toolkit.keras_setup import setup_keras
 
             require_backend()
+            setup_keras()  # TensorFlow's start-up log lines kept off the terminal
         return COMMANDS[args.command].run(args)
     except UsageError as exc:
         print(f"toolkit: error: {exc}", file=sys.stderr)

@@ -1,14 +1,19 @@
 """`toolkit verify`: numerical parity of the ops and of whole models across runtimes.
 
 `verify_ops` checks each op of OP_CASES at several shapes in every runtime against its NumPy
-reference; `verify_models` checks each exported artifact against the run's Keras model;
-`verify_run` does both plus the int8 attribution, as `toolkit verify RUN` does.
+reference (ops/); `verify_models` checks each exported artifact against the run's Keras model
+(modellevel.py); `verify_run` does both plus the int8 attribution, as `toolkit verify RUN` does.
+The layer level (`--layers`) is layers/; rules.py holds every pass/fail rule.
 """
 
-from toolkit.verify.cases import OP_CASES, OpCase
-from toolkit.verify.modellevel import verify_models
-from toolkit.verify.oplevel import verify_ops
-from toolkit.verify.rules import Tolerances
-from toolkit.verify.suite import verify_run
+from toolkit.keras_setup import setup_keras
+
+setup_keras()  # TensorFlow imported quietly and the custom layers registered, before the levels
+
+from toolkit.verify.modellevel import verify_models  # noqa: E402
+from toolkit.verify.ops.cases import OP_CASES, OpCase  # noqa: E402
+from toolkit.verify.ops.level import verify_ops  # noqa: E402
+from toolkit.verify.rules import Tolerances  # noqa: E402
+from toolkit.verify.suite import verify_run  # noqa: E402
 
 __all__ = ["OP_CASES", "OpCase", "Tolerances", "verify_models", "verify_ops", "verify_run"]

@@ -13,9 +13,9 @@ from toolkit.errors import UsageError
 from toolkit.runfolder import EXPORT_DIR, MANIFEST_FILE, VERIFY_FILE, VERIFY_LAYERS_PLOT
 from toolkit.runtimes import VERIFIED_RUNTIMES
 from toolkit.scratch import remove_dead_scratch
-from toolkit.verify.cases import OP_CASES, SHAPE_SETS
-from toolkit.verify.layerlevel import LAYER_SAMPLES, verify_layers_run
-from toolkit.verify.layerreport import divergence_lines, layer_table, plot_layers
+from toolkit.verify.layers.level import LAYER_SAMPLES, verify_layers_run
+from toolkit.verify.layers.report import divergence_lines, layer_table, plot_layers
+from toolkit.verify.ops.cases import OP_CASES, SHAPE_SETS
 from toolkit.verify.parity import record_parity
 from toolkit.verify.report import (
     attribution_table,

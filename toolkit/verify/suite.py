@@ -11,9 +11,9 @@ from toolkit.errors import UsageError, first_line
 from toolkit.runfolder import Run, open_run
 from toolkit.runtimes import VERIFIED_RUNTIMES
 from toolkit.verify.attribution import attribute_int8, int8_formats
-from toolkit.verify.cases import OP_CASES, Params
 from toolkit.verify.modellevel import test_images, verify_models
-from toolkit.verify.oplevel import verify_ops
+from toolkit.verify.ops.cases import OP_CASES, Params
+from toolkit.verify.ops.level import verify_ops
 from toolkit.verify.quiet import quiet_tensorflow
 from toolkit.verify.rules import DEFAULT_TOLERANCES, Tolerances
 from toolkit.versions import versions

@@ -21,7 +21,8 @@ from toolkit.manifest import sha256
 from toolkit.runfolder import Run, open_run
 from toolkit.runtimes import VERIFIED_RUNTIMES, run_in_chunks
 from toolkit.verify.artifacts import Target, artifact_cells, level_report
-from toolkit.verify.boundaries import (
+from toolkit.verify.cells import FAIL, PASS, open_session, verdict
+from toolkit.verify.layers.boundaries import (
     Boundary,
     Graph,
     Tap,
@@ -30,10 +31,9 @@ from toolkit.verify.boundaries import (
     ops_between,
     output_boundary,
 )
-from toolkit.verify.capture_litert import LiteRTCapture
-from toolkit.verify.capture_ort import OrtCapture
-from toolkit.verify.cells import FAIL, PASS, open_session, verdict
-from toolkit.verify.layermetrics import compare_tensor
+from toolkit.verify.layers.capture_litert import LiteRTCapture
+from toolkit.verify.layers.capture_ort import OrtCapture
+from toolkit.verify.layers.metrics import compare_tensor
 from toolkit.verify.modellevel import test_images
 from toolkit.verify.parity import runtime_version
 from toolkit.verify.quiet import quiet_tensorflow

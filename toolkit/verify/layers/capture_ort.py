@@ -19,7 +19,16 @@ from onnx import numpy_helper, shape_inference
 from toolkit.runtimes import DEFAULT_OPTIONS, RuntimeUnavailable
 from toolkit.runtimes.base import TensorSpec, to_input
 from toolkit.runtimes.onnxruntime import CPU, CUDA, open_session, tensor_spec
-from toolkit.verify.boundaries import Boundary, Found, Graph, Op, ScopeNames, Tap, Tensor, locate
+from toolkit.verify.layers.boundaries import (
+    Boundary,
+    Found,
+    Graph,
+    Op,
+    ScopeNames,
+    Tap,
+    Tensor,
+    locate,
+)
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE}
 INTEGER_VALUE_TYPES = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT32}

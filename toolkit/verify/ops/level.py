@@ -13,7 +13,9 @@ from toolkit.errors import UsageError, first_line
 from toolkit.progress import progress
 from toolkit.runtimes import VERIFIED_RUNTIMES
 from toolkit.scratch import scratch_dir
-from toolkit.verify.cases import (
+from toolkit.verify.cells import ERROR, NOT_APPLICABLE, cell, run_cell, summarize
+from toolkit.verify.ops.artifacts import OP_ARTIFACTS, PRECISIONS, OpExport, artifact_for
+from toolkit.verify.ops.cases import (
     OP_CASES,
     SHAPE_SETS,
     LayerClass,
@@ -22,8 +24,6 @@ from toolkit.verify.cases import (
     case_inputs,
     case_model,
 )
-from toolkit.verify.cells import ERROR, NOT_APPLICABLE, cell, run_cell, summarize
-from toolkit.verify.opexport import OP_ARTIFACTS, PRECISIONS, OpExport, artifact_for
 from toolkit.verify.rules import DEFAULT_TOLERANCES, Tolerances
 
 BATCH = 2  # samples per verified call: a dynamic batch > 1

@@ -17,7 +17,16 @@ from toolkit.native_logs import captured_native_stderr
 from toolkit.runtimes import DEFAULT_OPTIONS
 from toolkit.runtimes.base import to_input
 from toolkit.runtimes.litert import delegated_ops, tensor_spec
-from toolkit.verify.boundaries import Boundary, Found, Graph, Op, ScopeNames, Tap, Tensor, locate
+from toolkit.verify.layers.boundaries import (
+    Boundary,
+    Found,
+    Graph,
+    Op,
+    ScopeNames,
+    Tap,
+    Tensor,
+    locate,
+)
 
 
 def _interpreter(path: Path, threads: int | None):

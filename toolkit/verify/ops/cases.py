@@ -24,8 +24,8 @@ from toolkit.ops import (
     ShiftedPatchTokenization,
     reference_shifted_patches,
 )
-from toolkit.verify import reference as ref
-from toolkit.verify.layers import ShiftedPatches
+from toolkit.verify.ops import reference as ref
+from toolkit.verify.ops.spt_step import ShiftedPatches
 from toolkit.verify.rules import OP_RULES, Rule
 
 Params = Mapping[str, object]
