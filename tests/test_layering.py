@@ -324,3 +324,33 @@ def test_the_cycle_scan_sees_one_inside_a_function(tmp_path):
     (tmp_path / "toolkit" / "a.py").write_text("from toolkit.b import x\n")
     (tmp_path / "toolkit" / "b.py").write_text("def f():\n    from toolkit import a\n")
     assert _cycles(_import_graph(tmp_path)) == [["toolkit.a", "toolkit.b"]]
+
+
+def test_the_public_api_is_imported_on_first_use(tmp_path):
+    """`import toolkit` imports nothing heavy; each public name then resolves to the stage's
+    own object (toolkit.export is the package, toolkit.export_run its function)."""
+    code = (
+        "import json, sys\n"
+        "import toolkit\n"
+        f"light = sorted(set({HEAVY!r}) & set(sys.modules))\n"
+        "names = {n: type(getattr(toolkit, n)).__name__ for n in toolkit.__all__}\n"
+        "same = toolkit.export.export_run is toolkit.export_run\n"
+        "print(json.dumps([light, names, same]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True
+    )
+    light, names, same = json.loads(done.stdout.strip().splitlines()[-1])
+    assert light == [] and same
+    assert names == {
+        "train": "function",
+        "TrainOptions": "type",
+        "export_run": "function",
+        "verify_run": "function",
+        "bench_run": "function",
+        "open_run": "function",
+        "export": "module",
+        "verify": "module",
+        "bench": "module",
+        "__version__": "str",
+    }

@@ -37,16 +37,21 @@ _API = {
     "bench_run": "toolkit.bench.benchmark",
     "open_run": "toolkit.runfolder",
 }
-__all__ = [*_API, "__version__"]
+_STAGES = ("export", "verify", "bench")  # subpackages, also reachable as attributes
+__all__ = [*_API, *_STAGES, "__version__"]
 
 
 def __getattr__(name: str):
+    """The Python API and the stage packages, imported on first use (PEP 562)."""
     if name in _API:
         value = getattr(importlib.import_module(_API[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'toolkit' has no attribute {name!r}")
+    elif name in _STAGES:
+        value = importlib.import_module(f"toolkit.{name}")
+    else:
+        raise AttributeError(f"module 'toolkit' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_API])
+    return sorted([*globals(), *_API, *_STAGES])

@@ -22,7 +22,7 @@ from toolkit.runfolder import (
     VERIFY_FILE,
 )
 from toolkit.training.train import TrainOptions, train
-from toolkit.verify import verify_run
+from toolkit.verify import report_path, save_report, verify_run
 from toolkit.verify.command import print_report
 
 DEMO_MODELS = ("shiftvit", "vit-lsa")
@@ -69,9 +69,9 @@ def run_demo(
         print(f"   {MANIFEST_FILE:22s} -> {exported.folder / MANIFEST_FILE}")
         print(f"== {model}: verifying ops (quick shapes) and every artifact", flush=True)
         report = verify_run(run_dir, shapes="quick")
-        atomic.write_json(run_dir / VERIFY_FILE, report)
+        saved = save_report(run_dir, report, report_path(run_dir), record=True)
         print_report(report)
-        print(f"   {VERIFY_FILE:22s} -> {run_dir / VERIFY_FILE}")
+        print(f"   {VERIFY_FILE:22s} -> {saved.report}")
         passed = passed and report["passed"]
         print(f"== {model}: benchmarking every artifact (short: {BENCH_ARGS})", flush=True)
         benched = bench_run(run_dir, **BENCH_OPTIONS)

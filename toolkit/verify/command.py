@@ -4,19 +4,16 @@ verify_layers.png beside it), parity records in RUN/export/model.json, exit 0/1.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from toolkit import atomic
 from toolkit.argtypes import ALL, finite_float
 from toolkit.errors import UsageError
 from toolkit.runfolder import EXPORT_DIR, MANIFEST_FILE, VERIFY_FILE, VERIFY_LAYERS_PLOT
 from toolkit.runtimes import VERIFIED_RUNTIMES
 from toolkit.scratch import remove_dead_scratch
 from toolkit.verify.layers.level import LAYER_SAMPLES, verify_layers_run
-from toolkit.verify.layers.report import divergence_lines, layer_table, plot_layers
+from toolkit.verify.layers.report import divergence_lines, layer_table
 from toolkit.verify.ops.cases import OP_CASES, SHAPE_SETS
-from toolkit.verify.parity import record_parity
 from toolkit.verify.report import (
     attribution_table,
     model_table,
@@ -24,6 +21,7 @@ from toolkit.verify.report import (
     unavailable_reasons,
 )
 from toolkit.verify.rules import ATOL_FP32, INT8_STEPS, Tolerances
+from toolkit.verify.saving import manifest_writable, report_path, save_report
 from toolkit.verify.suite import ATTRIBUTION_SAMPLES, verify_run
 
 
@@ -103,25 +101,6 @@ def _tolerances(args: argparse.Namespace) -> Tolerances:
     return Tolerances(atol_fp32=args.atol_fp32, int8_steps=args.int8_steps)
 
 
-def _json_path(args: argparse.Namespace) -> Path:
-    path = args.json if args.json is not None else args.run / VERIFY_FILE
-    atomic.check_writable(path, "--json", "pass --json FILE in a writable folder")
-    if not path.parent.is_dir():
-        raise UsageError(f"--json {path}: folder {path.parent} does not exist")
-    return path
-
-
-def _manifest_writable(run: Path) -> bool:
-    """Whether RUN/export/model.json can take the parity records; says so on stderr if not."""
-    path = run / EXPORT_DIR / MANIFEST_FILE
-    try:
-        atomic.check_writable(path)
-    except UsageError as exc:
-        print(f"toolkit: note: no parity record will be saved: {exc}", file=sys.stderr)
-        return False
-    return True
-
-
 def run(args: argparse.Namespace) -> int:
     """Verify, print the tables, write the JSON report (and the layer plot), record parity in
     model.json; 1 when a tolerance is exceeded."""
@@ -130,13 +109,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--format applies to the layer level: add --layers, or drop --format")
     level = "ops" if args.ops_only else "models" if args.models_only else "all"
     record = False
-    if args.run.is_dir():
-        path = _json_path(args)  # a bad --json fails before the work, not after it
-        if args.layers:
-            atomic.check_writable(
-                path.parent / VERIFY_LAYERS_PLOT, "plot", "pass --json in a writable folder"
-            )
-        record = level != "ops" and _manifest_writable(args.run)
+    if args.run.is_dir():  # a bad --json fails before the work, not after it
+        report_path(args.run, args.json, args.layers)
+        record = level != "ops" and manifest_writable(args.run)
     remove_dead_scratch()  # what killed exports and verifies left in the temp folder, any level
     if args.layers:
         report = verify_layers_run(
@@ -156,19 +131,14 @@ def run(args: argparse.Namespace) -> int:
             shapes=args.shapes,
             ops=args.ops,
         )
-    path = _json_path(args)
-    if "layers" in report and plot_layers(
-        report["layers"], path.parent / VERIFY_LAYERS_PLOT, Path(report["run"]).name
-    ):
-        report["layers"]["plot"] = str(path.parent / VERIFY_LAYERS_PLOT)
-    atomic.write_json(path, report)
-    updated = record_parity(args.run / EXPORT_DIR, report) if record else []
+    saved = save_report(args.run, report, report_path(args.run, args.json), record)
     print_report(report)
-    print(f"report: {path}")
-    if "layers" in report and "plot" in report["layers"]:
-        print(f"plot: {report['layers']['plot']}")
-    if updated:
-        print(f"parity recorded in {args.run / EXPORT_DIR / MANIFEST_FILE}: {', '.join(updated)}")
+    print(f"report: {saved.report}")
+    if saved.plot is not None:
+        print(f"plot: {saved.plot}")
+    if saved.recorded:
+        manifest = args.run / EXPORT_DIR / MANIFEST_FILE
+        print(f"parity recorded in {manifest}: {', '.join(saved.recorded)}")
     return 0 if report["passed"] else 1
 
 
