@@ -270,9 +270,39 @@ def test_folder_skips_hidden_folders_and_names_undecodable_images_at_once(tmp_pa
     (tmp_path / "b" / "sub" / "junk.jpg").write_bytes(b"not a jpeg")
     data = load_data(f"folder:{tmp_path}")
     assert len(data.y_train) + len(data.y_val) + len(data.y_test) == 12
+    hidden, bad = capsys.readouterr().err.strip().splitlines()  # one line per kind
+    assert hidden.startswith(f"toolkit: warning: skipped 2 hidden images in {tmp_path}")
+    assert "a/.ipynb_checkpoints/0-checkpoint.png" in hidden and "b/.cache/x.png" in hidden
+    assert bad.startswith("toolkit: warning: skipped 2 of 14 images")
+    assert "a/broken.png" in bad and "b/sub/junk.jpg" in bad and ".cache" not in bad
+
+
+def test_folder_warns_of_a_hidden_class_folder(tmp_path, capsys):
+    """A class folder renamed `.c` (or a `.ipynb_checkpoints/` beside the classes) is skipped
+    with one warning naming it and the count, not dropped unnoticed."""
+    for name in ("a", "b", ".c", ".d"):
+        for i in range(6):
+            _png(tmp_path / name / f"{i}.png", seed=i)
+    assert load_data(f"folder:{tmp_path}").class_names == ["a", "b"]
     err = capsys.readouterr().err.strip()
-    assert err.startswith("toolkit: warning: skipped 2 of 14 images") and "\n" not in err
-    assert "a/broken.png" in err and "b/sub/junk.jpg" in err and ".cache" not in err
+    assert err.startswith(f"toolkit: warning: skipped 2 hidden class folders in {tmp_path}")
+    assert ": .c, .d (rename them" in err and "\n" not in err
+
+
+def test_folder_size_over_the_bound_is_refused_before_anything_is_written(tmp_path, capsys):
+    """`folder:DIR@100000` (1800 GB decoded) stalled for minutes in a half-made run folder."""
+    for name in ("a", "b"):
+        for i in range(6):
+            _png(tmp_path / "data" / name / f"{i}.png", seed=i)
+    before = _tree(tmp_path)
+    argv = ["train", "--model", "shiftvit", "--preset", "tiny", "--out", str(tmp_path / "run")]
+    assert main([*argv, "--data", f"folder:{tmp_path / 'data'}@100000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("toolkit: error: folder image size 100000 is too large") and (
+        "use at most 4096" in err and "\n" not in err
+    )
+    assert _tree(tmp_path) == before
+    assert load_data(f"folder:{tmp_path / 'data'}@4096,stream").image_shape == (4096, 4096, 3)
 
 
 def test_folder_class_without_a_decodable_image_is_refused(tmp_path):

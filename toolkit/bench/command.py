@@ -93,7 +93,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def choose_formats(spec: str, folder: BenchFolder, files: dict[str, Path]) -> list[str]:
     """Formats `--format` picks from the folder's `files`, in the order given; a known format
     the folder lacks is a UsageError saying how to get it, another name one with the choices."""
-    for item in comma_items(spec):
+    for item in comma_items(spec, "--format"):
         name = item.lower()
         if name in files:
             continue
