@@ -106,6 +106,10 @@ def cases(tmp_path, read_only, model_file) -> dict[str, tuple[list[str], str]]:
     (tflite_dir / "export" / "model_fp32.tflite").mkdir()
     ro_run = str(_fake_run(read_only / "run", model_file))
     unfinished = str(_fake_run(tmp_path / "unfinished", finished=False, epochs_run=3))
+    cr_labels = _fake_run(tmp_path / "cr_labels", model_file)  # what train refuses in a name
+    (cr_labels / "labels.txt").write_bytes(b"cir\rcle\n" + "\n".join(SHAPES_CLASSES[1:]).encode())
+    short_labels = _fake_run(tmp_path / "short_labels", model_file)
+    (short_labels / "labels.txt").write_text("\n".join(SHAPES_CLASSES[:-1]) + "\n")
     train = ["train", "--model", "shiftvit", "--data", DATA]
     return {
         # 1: data whose classes are not the run's is refused, not scored
@@ -131,6 +135,15 @@ def cases(tmp_path, read_only, model_file) -> dict[str, tuple[list[str], str]]:
         "export artifact is a folder": (
             ["export", str(tflite_dir), "--format", "tflite"],
             "model_fp32.tflite: it is a folder",
+        ),
+        # labels.txt that train would not write: refused before any conversion
+        "export labels with a control character": (
+            ["export", str(cr_labels), "--format", "tflite"],
+            "labels.txt: class 0 name 'cir\\rcle' holds control character U+000D",
+        ),
+        "export labels of another count": (
+            ["export", str(short_labels), "--format", "tflite,onnx"],
+            "labels.txt has 9 class names but the model has 10 classes",
         ),
         "demo out under a file": (["demo", "--out", f"{a_file}/demo"], "is a file, not a folder"),
         "demo out read-only": (["demo", "--out", f"{read_only}/demo"], "Read-only file system"),
@@ -166,6 +179,7 @@ CASES = [
     "verify report is a folder", "bench report is a folder", "verify read-only run",
     "bench read-only run", "train out under a file", "train out read-only",
     "export out under a file", "export out read-only", "export artifact is a folder",
+    "export labels with a control character", "export labels of another count",
     "demo out under a file", "demo out read-only", "resume other batch size",
     "resume other model", "resume fewer epochs", "new run without model",
     "npz labels with gaps", "presets zero classes", "presets negative resolution",

@@ -147,3 +147,27 @@ def test_a_folder_of_the_runs_classes_is_relabelled_by_name_and_scored(tmp_path,
     (folder / data.class_names[0]).rename(folder / "other")  # a name differs: refused
     with pytest.raises(UsageError, match="has classes other where the run has circle"):
         load_split(open_run(run), "test", f"folder:{folder}")
+
+
+def test_labels_txt_is_read_line_by_line_and_checked_as_train_checks_names(tmp_path):
+    """Only \n ends a line (a \r inside a name used to split it in two: 11 names for 10
+    classes); a name with a control character, or another count, is refused naming the way out."""
+    from toolkit.runfolder import labels_text, read_labels
+
+    path = tmp_path / "labels.txt"
+    path.write_text(labels_text(["a b", "c"]))
+    assert read_labels(path, 2, "retrain") == ["a b", "c"]
+    path.write_bytes(b"a\nc")  # no final newline: the same names
+    assert read_labels(path, 2, "retrain") == ["a", "c"]
+    for content, words in (
+        (b"cir\rcle\nc\n", "class 0 name 'cir\\rcle' holds control character U+000D"),
+        (b"a\r\nc\r\n", "class 0 name 'a\\r' holds control character U+000D"),
+        (b"a\nb\x0bc\n", "class 1 name 'b\\x0bc' holds control character U+000B"),
+        (b"a\n", "has 1 class names but the model has 2 classes"),
+        (b"a\nb\nc\n", "has 3 class names but the model has 2 classes"),
+        (b"a\n\xff\n", "cannot be read"),
+    ):
+        path.write_bytes(content)
+        with pytest.raises(UsageError) as caught:
+            read_labels(path, 2, "retrain the run")
+        assert words in str(caught.value) and str(caught.value).endswith("or retrain the run")

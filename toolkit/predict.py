@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.errors import UsageError
-from toolkit.runfolder import LABELS_FILE
+from toolkit.runfolder import LABELS_FILE, read_labels
 from toolkit.runtimes import RUNTIMES, TensorSpec, open_artifact
 from toolkit.runtimes.base import close_session, gives_probabilities
 
@@ -32,13 +32,7 @@ def find_labels(artifact: Path, num_classes: int) -> list[str]:
     folder = artifact.absolute().parent
     for candidate in (folder / LABELS_FILE, folder.parent / LABELS_FILE):
         if candidate.is_file():
-            names = candidate.read_text().splitlines()
-            if len(names) != num_classes:
-                raise UsageError(
-                    f"{candidate} has {len(names)} class names but the model has "
-                    f"{num_classes} classes: fix or remove {candidate}"
-                )
-            return names
+            return read_labels(candidate, num_classes, f"remove {candidate}")
     return [str(i) for i in range(num_classes)]
 
 

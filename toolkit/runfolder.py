@@ -40,6 +40,30 @@ def labels_text(class_names: list[str] | tuple[str, ...]) -> str:
     return "\n".join(class_names) + "\n"
 
 
+def read_labels(path: Path, num_classes: int, fix: str) -> list[str]:
+    """LABELS_FILE's class names, line i class i, checked as `toolkit train` checks class names
+    (no control characters: a \\r would split a name in the packed .tflite labels) and against
+    the model's `num_classes`; any other file is a UsageError ending in `or FIX`."""
+    from toolkit.data.dataset import check_class_name_characters  # train's rule
+
+    try:
+        text = path.read_bytes().decode("utf-8")  # not read_text: it turns \r into \n
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(
+            f"{path} cannot be read ({first_line(exc)}): save it as UTF-8, or {fix}"
+        ) from exc
+    names = text.split("\n")  # as labels_text joins them: only \n ends a line
+    if names[-1] == "":
+        names.pop()
+    check_class_name_characters(names, str(path), f"write the names without them, or {fix}")
+    if len(names) != num_classes:
+        raise UsageError(
+            f"{path} has {len(names)} class names but the model has {num_classes} classes: "
+            f"write one name per line (line i: class i), or {fix}"
+        )
+    return names
+
+
 # config.json keys `toolkit train` writes that every later stage relies on: (path, what it is)
 REQUIRED_CONFIG = (
     (("options", "model"), "the model name"),
@@ -62,7 +86,15 @@ class Run:
 
     @property
     def class_names(self) -> list[str]:
-        return (self.path / LABELS_FILE).read_text().splitlines()
+        """The run's classes from labels.txt (`read_labels`: one per model output, no control
+        characters); a missing or bad labels.txt is a UsageError."""
+        path = self.path / LABELS_FILE
+        if not path.is_file():
+            raise UsageError(
+                f"{self.path} has no {LABELS_FILE}: the run's classes are unknown; retrain the run"
+            )
+        fix = f"retrain the run (`toolkit train` writes {LABELS_FILE})"
+        return read_labels(path, int(self.config["dataset"]["num_classes"]), fix)
 
     @property
     def seed(self) -> int:
