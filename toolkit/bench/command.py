@@ -73,6 +73,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=10, help="untimed calls first (default 10)")
     p.add_argument("--data", help="data spec for top-1 (default: the run's); test split used")
     p.add_argument(
+        "--allow-modified",
+        action="store_true",
+        help="time files changed after export (their sha256 is not model.json's) as they are, "
+        "with a warning; without it they are refused",
+    )
+    p.add_argument(
         "--interleaved",
         action="store_true",
         help="time the litert and ort-cpu files side by side in one process, in round-robin "
@@ -176,6 +182,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         atomic.check_writable(folder.path / name, hint=hint)
     files = folder.files()
     formats = choose_formats(args.format, folder, files)
+    folder.check_unmodified(formats, args.allow_modified)
     nothing = _nothing_to_bench(folder, runtimes, formats, files)
     if nothing:  # decided before any work: an empty table is no result, and nothing is written
         raise UsageError(nothing)
@@ -325,11 +332,14 @@ def _interleaved_files(
     runtimes = choose_names(args.runtime, RUNTIMES, "--runtime", keep_order=True)
     files = folder.files()
     formats = choose_formats(args.format, folder, files)
+    folder.check_unmodified(formats, args.allow_modified)
     chosen = {
         f: (files[f], runtime)
         for f in formats
         if (runtime := interleaved.cpu_runtime(files[f], runtimes)) is not None
     }
+    for path, runtime in chosen.values():  # a corrupt file is refused before any timing
+        _check_runtimes_take([runtime], [path])
     if not chosen:
         cpu = ",".join(interleaved.CPU_RUNTIMES)
         raise UsageError(
