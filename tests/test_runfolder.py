@@ -171,3 +171,24 @@ def test_labels_txt_is_read_line_by_line_and_checked_as_train_checks_names(tmp_p
         with pytest.raises(UsageError) as caught:
             read_labels(path, 2, "retrain the run")
         assert words in str(caught.value) and str(caught.value).endswith("or retrain the run")
+
+
+def test_a_file_is_hashed_once_per_command_until_it_changes(tmp_path, monkeypatch):
+    """bench hashes a file to check it against model.json and again for its top-1 cache key:
+    the bytes are read once; a change (new mtime, or a file changed just now) is read again."""
+    import hashlib
+    import os
+
+    from toolkit import manifest
+
+    reads, real = [], hashlib.sha256
+    monkeypatch.setattr(manifest.hashlib, "sha256", lambda: reads.append(1) or real())
+    path = tmp_path / "model.tflite"
+    path.write_bytes(b"a" * 100)
+    os.utime(path, ns=(10**18, 10**18))  # settled long ago
+    first = manifest.sha256(path)
+    assert manifest.sha256(path) == first == real(b"a" * 100).hexdigest()
+    assert len(reads) == 1
+    path.write_bytes(b"b" * 100)  # same size, changed just now: read every time
+    assert manifest.sha256(path) == manifest.sha256(path) == real(b"b" * 100).hexdigest()
+    assert len(reads) == 3
