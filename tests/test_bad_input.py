@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import io
 import json
 import os
@@ -108,6 +109,11 @@ def cases(tmp_path, read_only, model_file) -> dict[str, tuple[list[str], str]]:
     unfinished = str(_fake_run(tmp_path / "unfinished", finished=False, epochs_run=3))
     cr_labels = _fake_run(tmp_path / "cr_labels", model_file)  # what train refuses in a name
     (cr_labels / "labels.txt").write_bytes(b"cir\rcle\n" + "\n".join(SHAPES_CLASSES[1:]).encode())
+    changed = _fake_run(tmp_path / "changed", model_file)  # a file edited after export
+    (changed / "export" / "model_fp32.tflite").write_bytes(b"edited")
+    entry = {"file": "model_fp32.tflite", "sha256": hashlib.sha256(b"exported").hexdigest()}
+    (changed / "export" / "model.json").write_text(json.dumps({"artifacts": {"tflite": entry}}))
+    edited = f"{changed / 'export' / 'model_fp32.tflite'} was changed after export"
     short_labels = _fake_run(tmp_path / "short_labels", model_file)
     (short_labels / "labels.txt").write_text("\n".join(SHAPES_CLASSES[:-1]) + "\n")
     train = ["train", "--model", "shiftvit", "--data", DATA]
@@ -145,6 +151,14 @@ def cases(tmp_path, read_only, model_file) -> dict[str, tuple[list[str], str]]:
             ["export", str(short_labels), "--format", "tflite,onnx"],
             "labels.txt has 9 class names but the model has 10 classes",
         ),
+        # a file whose sha256 is not model.json's: refused before it is served or timed
+        "bench file changed after export": (["bench", str(changed)], edited),
+        "predict file changed after export": (
+            ["predict", str(changed / "export" / "model_fp32.tflite"), "photo.png"],
+            edited,
+        ),
+        "verify file changed after export": (["verify", str(changed), "--models-only"], edited),
+        "verify layers file changed after export": (["verify", str(changed), "--layers"], edited),
         "demo out under a file": (["demo", "--out", f"{a_file}/demo"], "is a file, not a folder"),
         "demo out read-only": (["demo", "--out", f"{read_only}/demo"], "Read-only file system"),
         # 5: a resumed run keeps its settings but the total epochs
@@ -180,6 +194,8 @@ CASES = [
     "bench read-only run", "train out under a file", "train out read-only",
     "export out under a file", "export out read-only", "export artifact is a folder",
     "export labels with a control character", "export labels of another count",
+    "bench file changed after export", "predict file changed after export",
+    "verify file changed after export", "verify layers file changed after export",
     "demo out under a file", "demo out read-only", "resume other batch size",
     "resume other model", "resume fewer epochs", "new run without model",
     "npz labels with gaps", "presets zero classes", "presets negative resolution",

@@ -175,8 +175,8 @@ def test_a_folder_of_the_runs_classes_is_relabelled_by_name_and_scored(tmp_path,
 
 
 def test_labels_txt_is_read_line_by_line_and_checked_as_train_checks_names(tmp_path):
-    """Only \n ends a line (a \r inside a name used to split it in two: 11 names for 10
-    classes); a name with a control character, or another count, is refused naming the way out."""
+    """Only a newline ends a line (a CR inside a name split it in two: 11 names for 10 classes);
+    a name with a control character, or another count, is refused naming the way out."""
     from toolkit.runfolder import labels_text, read_labels
 
     path = tmp_path / "labels.txt"
