@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import io
 import json
 import os
@@ -106,6 +107,15 @@ def cases(tmp_path, read_only, model_file) -> dict[str, tuple[list[str], str]]:
     (tflite_dir / "export" / "model_fp32.tflite").mkdir()
     ro_run = str(_fake_run(read_only / "run", model_file))
     unfinished = str(_fake_run(tmp_path / "unfinished", finished=False, epochs_run=3))
+    cr_labels = _fake_run(tmp_path / "cr_labels", model_file)  # what train refuses in a name
+    (cr_labels / "labels.txt").write_bytes(b"cir\rcle\n" + "\n".join(SHAPES_CLASSES[1:]).encode())
+    changed = _fake_run(tmp_path / "changed", model_file)  # a file edited after export
+    (changed / "export" / "model_fp32.tflite").write_bytes(b"edited")
+    entry = {"file": "model_fp32.tflite", "sha256": hashlib.sha256(b"exported").hexdigest()}
+    (changed / "export" / "model.json").write_text(json.dumps({"artifacts": {"tflite": entry}}))
+    edited = f"{changed / 'export' / 'model_fp32.tflite'} was changed after export"
+    short_labels = _fake_run(tmp_path / "short_labels", model_file)
+    (short_labels / "labels.txt").write_text("\n".join(SHAPES_CLASSES[:-1]) + "\n")
     train = ["train", "--model", "shiftvit", "--data", DATA]
     return {
         # 1: data whose classes are not the run's is refused, not scored
@@ -132,6 +142,23 @@ def cases(tmp_path, read_only, model_file) -> dict[str, tuple[list[str], str]]:
             ["export", str(tflite_dir), "--format", "tflite"],
             "model_fp32.tflite: it is a folder",
         ),
+        # labels.txt that train would not write: refused before any conversion
+        "export labels with a control character": (
+            ["export", str(cr_labels), "--format", "tflite"],
+            "labels.txt: class 0 name 'cir\\rcle' holds control character U+000D",
+        ),
+        "export labels of another count": (
+            ["export", str(short_labels), "--format", "tflite,onnx"],
+            "labels.txt has 9 class names but the model has 10 classes",
+        ),
+        # a file whose sha256 is not model.json's: refused before it is served or timed
+        "bench file changed after export": (["bench", str(changed)], edited),
+        "predict file changed after export": (
+            ["predict", str(changed / "export" / "model_fp32.tflite"), "photo.png"],
+            edited,
+        ),
+        "verify file changed after export": (["verify", str(changed), "--models-only"], edited),
+        "verify layers file changed after export": (["verify", str(changed), "--layers"], edited),
         "demo out under a file": (["demo", "--out", f"{a_file}/demo"], "is a file, not a folder"),
         "demo out read-only": (["demo", "--out", f"{read_only}/demo"], "Read-only file system"),
         # 5: a resumed run keeps its settings but the total epochs
@@ -166,6 +193,9 @@ CASES = [
     "verify report is a folder", "bench report is a folder", "verify read-only run",
     "bench read-only run", "train out under a file", "train out read-only",
     "export out under a file", "export out read-only", "export artifact is a folder",
+    "export labels with a control character", "export labels of another count",
+    "bench file changed after export", "predict file changed after export",
+    "verify file changed after export", "verify layers file changed after export",
     "demo out under a file", "demo out read-only", "resume other batch size",
     "resume other model", "resume fewer epochs", "new run without model",
     "npz labels with gaps", "presets zero classes", "presets negative resolution",
@@ -270,9 +300,39 @@ def test_folder_skips_hidden_folders_and_names_undecodable_images_at_once(tmp_pa
     (tmp_path / "b" / "sub" / "junk.jpg").write_bytes(b"not a jpeg")
     data = load_data(f"folder:{tmp_path}")
     assert len(data.y_train) + len(data.y_val) + len(data.y_test) == 12
+    hidden, bad = capsys.readouterr().err.strip().splitlines()  # one line per kind
+    assert hidden.startswith(f"toolkit: warning: skipped 2 hidden images in {tmp_path}")
+    assert "a/.ipynb_checkpoints/0-checkpoint.png" in hidden and "b/.cache/x.png" in hidden
+    assert bad.startswith("toolkit: warning: skipped 2 of 14 images")
+    assert "a/broken.png" in bad and "b/sub/junk.jpg" in bad and ".cache" not in bad
+
+
+def test_folder_warns_of_a_hidden_class_folder(tmp_path, capsys):
+    """A class folder renamed `.c` (or a `.ipynb_checkpoints/` beside the classes) is skipped
+    with one warning naming it and the count, not dropped unnoticed."""
+    for name in ("a", "b", ".c", ".d"):
+        for i in range(6):
+            _png(tmp_path / name / f"{i}.png", seed=i)
+    assert load_data(f"folder:{tmp_path}").class_names == ["a", "b"]
     err = capsys.readouterr().err.strip()
-    assert err.startswith("toolkit: warning: skipped 2 of 14 images") and "\n" not in err
-    assert "a/broken.png" in err and "b/sub/junk.jpg" in err and ".cache" not in err
+    assert err.startswith(f"toolkit: warning: skipped 2 hidden class folders in {tmp_path}")
+    assert ": .c, .d (rename them" in err and "\n" not in err
+
+
+def test_folder_size_over_the_bound_is_refused_before_anything_is_written(tmp_path, capsys):
+    """`folder:DIR@100000` (1800 GB decoded) stalled for minutes in a half-made run folder."""
+    for name in ("a", "b"):
+        for i in range(6):
+            _png(tmp_path / "data" / name / f"{i}.png", seed=i)
+    before = _tree(tmp_path)
+    argv = ["train", "--model", "shiftvit", "--preset", "tiny", "--out", str(tmp_path / "run")]
+    assert main([*argv, "--data", f"folder:{tmp_path / 'data'}@100000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("toolkit: error: folder image size 100000 is too large") and (
+        "use at most 4096" in err and "\n" not in err
+    )
+    assert _tree(tmp_path) == before
+    assert load_data(f"folder:{tmp_path / 'data'}@4096,stream").image_shape == (4096, 4096, 3)
 
 
 def test_folder_class_without_a_decodable_image_is_refused(tmp_path):

@@ -451,14 +451,63 @@ def test_failed_artifact_keeps_the_table_and_accuracy_is_cached(run_dir, tmp_pat
     onnx = run / "export" / "model.onnx"
     (run / BENCH_TOP1_FILE).write_text(json.dumps({f"run data:{sha256(onnx)}": {"top1": 0.125}}))
     argv = ["bench", str(run), "--runtime", "litert,ort-cpu", "--formats", "tflite,onnx"]
+    argv += ["--allow-modified"]  # model.json records the exported file's sha256
     assert main([*argv, *SHORT]) == 0  # --formats: the old spelling of --format, kept
     result = json.loads((run / "bench.json").read_text())
     assert " --format tflite,onnx " in result["command"]  # the canonical spelling
     rows = {r["format"]: r for r in result["rows"]}
     assert rows["tflite"]["status"] == "failed" and rows["tflite"]["reason"]
     assert rows["onnx"]["status"] == "ok" and rows["onnx"]["top1"] == 0.125  # from the cache
-    out = capsys.readouterr().out
-    assert "failed" in out and "model_fp32.tflite" in out
+    captured = capsys.readouterr()
+    assert "failed" in captured.out and "model_fp32.tflite" in captured.out
+    warned = [line for line in captured.err.splitlines() if "toolkit: warning:" in line]
+    assert len(warned) == 1 and "model_fp32.tflite was changed after export" in warned[0]
+    assert "using it as it is (--allow-modified)" in warned[0]
+
+
+def _flip(path: Path, count: int = 2000) -> None:
+    """Invert `count` bytes in the middle of the file: same size, another sha256."""
+    data = bytearray(path.read_bytes())
+    start = len(data) // 2
+    data[start : start + count] = bytes(b ^ 0xFF for b in data[start : start + count])
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("mode", [[], ["--interleaved"]], ids=["rows", "interleaved"])
+def test_a_file_changed_after_export_is_refused_before_any_timing(run_dir, tmp_path, capsys, mode):
+    """2,000 bytes of a .tflite flipped after export were benched `ok` though its sha256 was
+    no longer model.json's: now refused in one line naming the ways out, nothing written."""
+    run = copy_run(run_dir, tmp_path / "run")
+    _flip(run / "export" / "model_fp32.tflite")
+    argv = ["bench", str(run), "--runtime", "litert", "--format", "tflite", *mode]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"toolkit: error: {run / 'export' / 'model_fp32.tflite'} was changed ")
+    assert f"export it again (`toolkit export {run} --format tflite`)" in err and "\n" not in err
+    assert err.endswith("or pass --allow-modified to use it as it is")
+    assert not [p for p in run.iterdir() if p.name.startswith(("bench", ".bench"))]
+    ok = ["bench", str(run), "--runtime", "ort-cpu", "--format", "onnx", *SHORT]
+    assert main(ok) == 0  # the files not chosen are not checked (nor hashed)
+
+
+def test_a_truncated_onnx_is_refused_before_any_timing(run_dir, tmp_path, capsys):
+    """A truncated model.onnx was a `failed` row and exit 0 where a truncated .tflite was
+    refused: refused by its sha256, and where model.json records none (or --allow-modified),
+    by its protobuf structure, before anything is timed."""
+    device = shutil.copytree(run_dir / "export", tmp_path / "device")
+    onnx = device / "model.onnx"
+    onnx.write_bytes(onnx.read_bytes()[: onnx.stat().st_size // 2])
+    argv = ["bench", str(device), "--runtime", "ort-cpu", "--format", "onnx"]
+    assert main(argv) == 2
+    assert f"{onnx} was changed after export" in capsys.readouterr().err
+    manifest = json.loads((device / MANIFEST_FILE).read_text())
+    del manifest["artifacts"]["onnx"]["sha256"]  # as an older model.json, or a hand-made one
+    (device / MANIFEST_FILE).write_text(json.dumps(manifest))
+    for extra in ([], ["--allow-modified"], ["--interleaved"]):
+        assert main([*argv, *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.startswith(f"toolkit: error: {onnx} is not a whole ONNX model (truncated: it")
+    assert not [p for p in device.iterdir() if p.name.startswith(("bench", ".bench"))]
 
 
 # -- bad input: one line, exit 2, nothing written --
@@ -653,6 +702,7 @@ def test_interleaved_keeps_the_table_when_a_file_will_not_open(run_dir, tmp_path
     run = copy_run(run_dir, tmp_path / "run")
     (run / "export" / "model_fp32.tflite").write_bytes(b"not a flatbuffer" * 8)
     argv = ["bench", str(run), "--interleaved", "--format", "tflite,tflite-int8,onnx"]
+    argv += ["--allow-modified"]  # model.json records the exported file's sha256
     assert main([*argv, "--segments", "1", "--calls", "2", "--warmup", "0"]) == 0
     report = json.loads((run / BENCH_INTERLEAVED_FILES[0]).read_text())
     rows = {r["format"]: r for r in report["rows"]}

@@ -158,3 +158,26 @@ def test_presets_prints_the_tables_of_docs_presets(capsys):
     listed = {(model.lstrip("| "), name) for model, name in rows}
     assert {(m, p) for m in PRESETS for p in PRESETS[m]} <= listed
     assert "| shiftvit | shift-t | Shift-T |" in out and "| 28,566,472 | 29 M |" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["export", "RUN", "--format", "tflite,,onnx"],
+        ["export", "RUN", "--format", "tflite,"],
+        ["export", "RUN", "--format", ","],
+        ["bench", "RUN", "--runtime", "litert,,ort-cpu"],
+        ["bench", "RUN", "--batch", "1,,32"],
+        ["bench", "RUN", "--runtime", ",litert"],
+    ],
+    ids=lambda argv: " ".join(argv[2:]),
+)
+def test_an_empty_item_of_a_comma_list_is_refused(argv, tmp_path, capsys):
+    """`--format 'tflite,,onnx'` was read as tflite,onnx while `--format ','` was refused: an
+    empty item is a typo in every comma list, refused in one line before the run is read."""
+    argv = [str(tmp_path / "run") if a == "RUN" else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("toolkit: error: ") and "\n" not in err
+    assert f"{argv[-1]!r} has an empty item: separate the items by single commas" in err
+    assert list(tmp_path.iterdir()) == []

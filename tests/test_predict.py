@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ from blockers import blocker_code
 from toolkit.data.images import load_image
 from toolkit.errors import UsageError
 from toolkit.export.onnx_mobile import fix_batch, optimized
+from toolkit.manifest import sha256
 from toolkit.models import build_model, get_preset
 from toolkit.predict import add_arguments, run, softmax
 
@@ -188,3 +190,32 @@ def test_predict_runs_the_exported_files_where_keras_cannot_import(run_folder, t
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "needs Keras and a backend" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_predict_refuses_a_file_changed_after_export(run_folder, tmp_path, capsys):
+    """A file whose sha256 is not the one model.json beside it records (changed after export)
+    gave other classes without a word: refused in one line naming the export command that
+    rewrites it; --allow-modified runs it with one warning."""
+    folder = tmp_path / "export"
+    folder.mkdir()
+    onnx_file = Path(shutil.copy(run_folder[1] / "export" / "model.onnx", folder / "model.onnx"))
+    entry = {"file": "model.onnx", "format": "onnx", "sha256": sha256(onnx_file)}
+    manifest = {"source_run": str(tmp_path), "artifacts": {"onnx": entry}}
+    (folder / "model.json").write_text(json.dumps(manifest))
+    image = run_folder[1] / "rgb.png"
+    predict(onnx_file, image)  # as exported
+    assert capsys.readouterr().err == ""
+    entry["sha256"] = "0" * 64  # model.json recorded other bytes than the file holds now
+    (folder / "model.json").write_text(json.dumps(manifest))
+    with pytest.raises(UsageError) as caught:
+        predict(onnx_file, image)
+    message = str(caught.value)
+    assert message.startswith(f"{onnx_file} was changed after export") and "\n" not in message
+    assert f"(`toolkit export {tmp_path} --format onnx`)" in message
+    assert message.endswith("or pass --allow-modified to use it as it is")
+    assert capsys.readouterr().out == ""
+    predict(onnx_file, image, "--allow-modified")
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"{image}: ")
+    assert captured.err.startswith(f"toolkit: warning: {onnx_file} was changed after export")
+    assert len(captured.err.strip().splitlines()) == 1

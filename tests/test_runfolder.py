@@ -129,9 +129,28 @@ def test_load_split_is_the_runs_split_as_float32_and_refuses_other_classes(forei
     assert run_dataset(run, f"npz:{other}")[0].class_names == ["a", "b", "c"]  # calibration
 
 
+def _pixel_model(classes: int) -> keras.Model:
+    """A model of the toolkit's shape (a Rescaling 'rescale' front, logits out) that tells the
+    classes apart: logit j = 40 j v - 400 j^2 = v^2 - (v - 20 j)^2 for mean pixel v, so it
+    predicts class round(v / 20): an image of value 20 * i is class i."""
+    inputs = keras.Input((32, 32, 3))
+    x = keras.layers.Rescaling(1.0, name="rescale")(inputs)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    dense = keras.layers.Dense(classes)
+    model = keras.Model(inputs, dense(x))
+    j = np.arange(classes, dtype=np.float32)
+    kernel = np.zeros((3, classes), np.float32)
+    kernel[0] = 40 * j
+    dense.set_weights([kernel, -400 * j**2])
+    return model
+
+
 def test_a_folder_of_the_runs_classes_is_relabelled_by_name_and_scored(tmp_path, capsys):
-    config, data = _config("vit")
-    model = build_model(get_preset("vit", "tiny"), data.image_shape, data.num_classes)
+    """A folder lists the run's classes sorted, not in the run's order: its labels are mapped
+    by name, so a model that tells the classes apart scores 100% (an untrained model, which
+    predicts one class for every image, scored the same whether they were mapped or not)."""
+    config, data = _config("shiftvit")
+    model = _pixel_model(data.num_classes)
     run = _run_folder(tmp_path / "run", model, config, data.class_names)
     assert data.class_names != sorted(data.class_names)  # a folder lists them otherwise
     folder = tmp_path / "folder"
@@ -142,8 +161,59 @@ def test_a_folder_of_the_runs_classes_is_relabelled_by_name_and_scored(tmp_path,
             Image.fromarray(image).save(folder / name / f"{i}.png")
     images, labels, _ = load_split(open_run(run), "test", f"folder:{folder}")
     np.testing.assert_array_equal(images[:, 0, 0, 0], 20 * labels)
+    predicted = np.argmax(open_run(run).load_model().predict(images, verbose=0), axis=1)
+    assert len(set(predicted)) == data.num_classes  # not a model of one answer
+    np.testing.assert_array_equal(predicted, labels)  # image by image, by class name
+    as_listed = load_data(f"folder:{folder}", seed=0).y_test  # the folder's sorted order
+    assert np.mean(predicted == as_listed) < 0.5  # unmapped labels would not score 100%
     assert main(["eval", str(run), "--data", f"folder:{folder}"]) == 0
-    assert "test split, 10 images" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "test split, 10 images" in out and "top-1 100.00%" in out
     (folder / data.class_names[0]).rename(folder / "other")  # a name differs: refused
     with pytest.raises(UsageError, match="has classes other where the run has circle"):
         load_split(open_run(run), "test", f"folder:{folder}")
+
+
+def test_labels_txt_is_read_line_by_line_and_checked_as_train_checks_names(tmp_path):
+    """Only a newline ends a line (a CR inside a name split it in two: 11 names for 10 classes);
+    a name with a control character, or another count, is refused naming the way out."""
+    from toolkit.runfolder import labels_text, read_labels
+
+    path = tmp_path / "labels.txt"
+    path.write_text(labels_text(["a b", "c"]))
+    assert read_labels(path, 2, "retrain") == ["a b", "c"]
+    path.write_bytes(b"a\nc")  # no final newline: the same names
+    assert read_labels(path, 2, "retrain") == ["a", "c"]
+    for content, words in (
+        (b"cir\rcle\nc\n", "class 0 name 'cir\\rcle' holds control character U+000D"),
+        (b"a\r\nc\r\n", "class 0 name 'a\\r' holds control character U+000D"),
+        (b"a\nb\x0bc\n", "class 1 name 'b\\x0bc' holds control character U+000B"),
+        (b"a\n", "has 1 class names but the model has 2 classes"),
+        (b"a\nb\nc\n", "has 3 class names but the model has 2 classes"),
+        (b"a\n\xff\n", "cannot be read"),
+    ):
+        path.write_bytes(content)
+        with pytest.raises(UsageError) as caught:
+            read_labels(path, 2, "retrain the run")
+        assert words in str(caught.value) and str(caught.value).endswith("or retrain the run")
+
+
+def test_a_file_is_hashed_once_per_command_until_it_changes(tmp_path, monkeypatch):
+    """bench hashes a file to check it against model.json and again for its top-1 cache key:
+    the bytes are read once; a change (new mtime, or a file changed just now) is read again."""
+    import hashlib
+    import os
+
+    from toolkit import manifest
+
+    reads, real = [], hashlib.sha256
+    monkeypatch.setattr(manifest.hashlib, "sha256", lambda: reads.append(1) or real())
+    path = tmp_path / "model.tflite"
+    path.write_bytes(b"a" * 100)
+    os.utime(path, ns=(10**18, 10**18))  # settled long ago
+    first = manifest.sha256(path)
+    assert manifest.sha256(path) == first == real(b"a" * 100).hexdigest()
+    assert len(reads) == 1
+    path.write_bytes(b"b" * 100)  # same size, changed just now: read every time
+    assert manifest.sha256(path) == manifest.sha256(path) == real(b"b" * 100).hexdigest()
+    assert len(reads) == 3

@@ -57,7 +57,7 @@ def positive_ints(spec: str, option: str, example: str) -> list[int]:
     """`1,32` -> [1, 32] in the given order; anything but positive integers is a UsageError
     naming `option` and an `example`."""
     try:
-        values = [int(s) for s in comma_items(spec)]
+        values = [int(s) for s in comma_items(spec, option)]
     except ValueError:
         values = []
     if not values or min(values) < 1:
@@ -67,10 +67,17 @@ def positive_ints(spec: str, option: str, example: str) -> list[int]:
     return values
 
 
-def comma_items(spec: str | Iterable[str]) -> list[str]:
-    """`a, b,,c` (or a list) -> ['a', 'b', 'c']: the one way a comma list is split."""
+def comma_items(spec: str | Iterable[str], option: str = "the comma list") -> list[str]:
+    """`a, b,c` (or a list) -> ['a', 'b', 'c']: the one way a comma list is split. An empty
+    item (`a,,b`, `a,`, `,`) is a UsageError naming `option`: a typo, not a shorter list."""
     items = spec.split(",") if isinstance(spec, str) else [str(i) for i in spec]
-    return [i.strip() for i in items if i.strip()]
+    items = [i.strip() for i in items]
+    if isinstance(spec, str) and spec.strip() and "" in items:
+        raise UsageError(
+            f"{option} {spec!r} has an empty item: separate the items by single commas, "
+            "with none at either end"
+        )
+    return [i for i in items if i]
 
 
 def choose_names(
@@ -82,7 +89,7 @@ def choose_names(
     known = list(known)
     choices = f"choose from {', '.join(known)}, or {ALL}"
     picked: list[str] = []
-    for item in comma_items(spec):
+    for item in comma_items(spec, option):
         name = item if item in known else item.lower()  # `TFLite`, `ALL` read as written
         if name != ALL and name not in known:
             close = difflib.get_close_matches(name, [*known, ALL], n=2, cutoff=0.5)

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.errors import UsageError
-from toolkit.runfolder import LABELS_FILE
+from toolkit.manifest import check_unmodified, export_command, modified_files, read_manifest
+from toolkit.runfolder import LABELS_FILE, MANIFEST_FILE, read_labels
 from toolkit.runtimes import RUNTIMES, TensorSpec, open_artifact
 from toolkit.runtimes.base import close_session, gives_probabilities
 
@@ -21,10 +22,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("images", type=Path, nargs="+", help="PNG/JPEG files of any size")
     parser.add_argument("--top-k", type=int, default=5, help="classes per image (default 5)")
     parser.add_argument(
+        "--allow-modified",
+        action="store_true",
+        help="run a file changed after export (its sha256 is not the one model.json beside it "
+        "records) as it is, with a warning; without it, it is refused",
+    )
+    parser.add_argument(
         "--runtime",
         help=f"one of {', '.join(RUNTIMES)} (default: by suffix, .onnx and .ort -> ort-cpu, "
         ".tflite -> litert; mediapipe runs a .tflite as an app's ImageClassifier does)",
     )
+
+
+def check_recorded(artifact: Path, allow_modified: bool) -> None:
+    """Refuse (or with allow_modified, warn of) an artifact changed after export: the model.json
+    beside it records another sha256 for it. Files no model.json lists are not checked."""
+    folder = artifact.absolute().parent
+    manifest = read_manifest(folder / MANIFEST_FILE)
+    listed = [
+        fmt
+        for fmt, entry in (manifest.get("artifacts") or {}).items()
+        if isinstance(entry, dict) and entry.get("file") == artifact.name
+    ]
+    changed = modified_files(folder, manifest, listed)
+    check_unmodified(changed, allow_modified, lambda fmt: export_command(manifest, folder, fmt))
 
 
 def find_labels(artifact: Path, num_classes: int) -> list[str]:
@@ -32,13 +53,7 @@ def find_labels(artifact: Path, num_classes: int) -> list[str]:
     folder = artifact.absolute().parent
     for candidate in (folder / LABELS_FILE, folder.parent / LABELS_FILE):
         if candidate.is_file():
-            names = candidate.read_text().splitlines()
-            if len(names) != num_classes:
-                raise UsageError(
-                    f"{candidate} has {len(names)} class names but the model has "
-                    f"{num_classes} classes: fix or remove {candidate}"
-                )
-            return names
+            return read_labels(candidate, num_classes, f"remove {candidate}")
     return [str(i) for i in range(num_classes)]
 
 
@@ -72,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.top_k < 1:
         raise UsageError(f"--top-k must be at least 1, not {args.top_k}")
+    check_recorded(args.artifact, args.allow_modified)
     session = open_artifact(args.artifact, args.runtime)
     try:
         size = image_size(session.input, args.artifact)

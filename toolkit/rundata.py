@@ -54,11 +54,7 @@ def load_split(run: Run, split: str, spec: str | None = None) -> tuple[np.ndarra
 def match_class_names(run: Run, data: Dataset, spec: str) -> Dataset:
     """`data` with labels indexing the run's classes: as is when its class names are the
     run's, relabelled when they are the same names in another order; else a UsageError."""
-    if not (run.path / LABELS_FILE).is_file():
-        raise UsageError(
-            f"{run.path} has no {LABELS_FILE}: the run's classes are unknown; retrain the run"
-        )
-    expected, found = run.class_names, list(data.class_names)
+    expected, found = run.class_names, list(data.class_names)  # labels.txt checked there
     if found == expected:
         return data
     if sorted(found) == sorted(expected) and len(set(expected)) == len(expected):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolkit.errors import UsageError, first_line
-from toolkit.manifest import MANIFEST_FILE, load_manifest
+from toolkit.manifest import EXPORT_DIR, MANIFEST_FILE, load_manifest
 
 if TYPE_CHECKING:
     import keras
@@ -25,7 +25,6 @@ METRICS_FILE = "metrics.json"
 LABELS_FILE = "labels.txt"
 CHECKPOINT_DIR = "checkpoint"
 LOCK_FILE = ".train.lock"  # flock-ed by the `toolkit train` writing the folder; see hold_run_folder
-EXPORT_DIR = "export"  # what `toolkit export` writes by default: artifacts and MANIFEST_FILE
 # what `toolkit verify` and `toolkit bench` write into the run folder
 VERIFY_FILE = "verify.json"
 VERIFY_LAYERS_PLOT = "verify_layers.png"
@@ -38,6 +37,30 @@ BENCH_INTERLEAVED_FILES = ("bench_interleaved.json", "bench_interleaved.md")
 def labels_text(class_names: list[str] | tuple[str, ...]) -> str:
     """LABELS_FILE's content: class i on line i (train, export and the packed .tflite labels)."""
     return "\n".join(class_names) + "\n"
+
+
+def read_labels(path: Path, num_classes: int, fix: str) -> list[str]:
+    """LABELS_FILE's class names, line i class i, checked as `toolkit train` checks class names
+    (no control characters: a \\r would split a name in the packed .tflite labels) and against
+    the model's `num_classes`; any other file is a UsageError ending in `or FIX`."""
+    from toolkit.data.dataset import check_class_name_characters  # train's rule
+
+    try:
+        text = path.read_bytes().decode("utf-8")  # not read_text: it turns \r into \n
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(
+            f"{path} cannot be read ({first_line(exc)}): save it as UTF-8, or {fix}"
+        ) from exc
+    names = text.split("\n")  # as labels_text joins them: only \n ends a line
+    if names[-1] == "":
+        names.pop()
+    check_class_name_characters(names, str(path), f"write the names without them, or {fix}")
+    if len(names) != num_classes:
+        raise UsageError(
+            f"{path} has {len(names)} class names but the model has {num_classes} classes: "
+            f"write one name per line (line i: class i), or {fix}"
+        )
+    return names
 
 
 # config.json keys `toolkit train` writes that every later stage relies on: (path, what it is)
@@ -62,7 +85,15 @@ class Run:
 
     @property
     def class_names(self) -> list[str]:
-        return (self.path / LABELS_FILE).read_text().splitlines()
+        """The run's classes from labels.txt (`read_labels`: one per model output, no control
+        characters); a missing or bad labels.txt is a UsageError."""
+        path = self.path / LABELS_FILE
+        if not path.is_file():
+            raise UsageError(
+                f"{self.path} has no {LABELS_FILE}: the run's classes are unknown; retrain the run"
+            )
+        fix = f"retrain the run (`toolkit train` writes {LABELS_FILE})"
+        return read_labels(path, int(self.config["dataset"]["num_classes"]), fix)
 
     @property
     def seed(self) -> int:

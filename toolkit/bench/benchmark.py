@@ -63,6 +63,7 @@ class BenchOptions:
     seconds: float | None = None  # time budget per row (default DEFAULT_SECONDS)
     warmup: int = 10
     data: str | None = None  # data spec for top-1 (default: the run's); its test split
+    allow_modified: bool = False  # time files changed after export (sha256) with a warning
     interleaved: bool = False
     segments: int | None = None  # --interleaved only
     calls: int | None = None  # --interleaved only
@@ -88,7 +89,7 @@ class Benched:
 def choose_formats(spec: str, folder: BenchFolder, files: dict[str, Path]) -> list[str]:
     """Formats `--format` picks from the folder's `files`, in the order given; a known format
     the folder lacks is a UsageError saying how to get it, another name one with the choices."""
-    for item in comma_items(spec):
+    for item in comma_items(spec, "--format"):
         name = item.lower()
         if name in files:
             continue
@@ -172,6 +173,7 @@ def make_plan(args: BenchOptions) -> Plan:
         atomic.check_writable(folder.path / name, hint=hint)
     files = folder.files()
     formats = choose_formats(args.format, folder, files)
+    folder.check_unmodified(formats, args.allow_modified)
     nothing = _nothing_to_bench(folder, runtimes, formats, files)
     if nothing:  # decided before any work: an empty table is no result, and nothing is written
         raise UsageError(nothing)
@@ -322,11 +324,14 @@ def _interleaved_files(args: BenchOptions, folder: BenchFolder) -> dict[str, tup
     runtimes = choose_names(args.runtime, RUNTIMES, "--runtime", keep_order=True)
     files = folder.files()
     formats = choose_formats(args.format, folder, files)
+    folder.check_unmodified(formats, args.allow_modified)
     chosen = {
         f: (files[f], runtime)
         for f in formats
         if (runtime := interleaved.cpu_runtime(files[f], runtimes)) is not None
     }
+    for path, runtime in chosen.values():  # a corrupt file is refused before any timing
+        _check_runtimes_take([runtime], [path])
     if not chosen:
         cpu = ",".join(interleaved.CPU_RUNTIMES)
         raise UsageError(

@@ -40,6 +40,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=10, help="untimed calls first (default 10)")
     p.add_argument("--data", help="data spec for top-1 (default: the run's); test split used")
     p.add_argument(
+        "--allow-modified",
+        action="store_true",
+        help="time files changed after export (their sha256 is not model.json's) as they are, "
+        "with a warning; without it they are refused",
+    )
+    p.add_argument(
         "--interleaved",
         action="store_true",
         help="time the litert and ort-cpu files side by side in one process, in round-robin "

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from toolkit.bench.roofline import KERAS_FORMAT
 from toolkit.errors import UsageError
-from toolkit.manifest import load_manifest
+from toolkit.manifest import check_unmodified, load_manifest, modified_files
 from toolkit.runfolder import CONFIG_FILE, EXPORT_DIR, MANIFEST_FILE, MODEL_FILE, Run, open_run
 
 
@@ -56,6 +56,13 @@ class BenchFolder:
         files = {KERAS_FORMAT: self.path / MODEL_FILE} if self.run is not None else {}
         exported = self.manifest["artifacts"].items()
         return files | {fmt: self.export_dir / str(e.get("file", "")) for fmt, e in exported}
+
+    def check_unmodified(self, formats: list[str], allow_modified: bool) -> None:
+        """Refuse before any timing (or with allow_modified, warn of) each of the `formats`'
+        files changed after export: its sha256 is not the one model.json records."""
+        exported = [f for f in formats if f != KERAS_FORMAT]
+        changed = modified_files(self.export_dir, self.manifest, exported)
+        check_unmodified(changed, allow_modified, self.export_command)
 
     def export_command(self, fmt: str) -> str:
         """The `toolkit export` command that adds format `fmt` to this folder."""

@@ -7,7 +7,10 @@ Two layouts, those of torchvision's ImageFolder and Ultralytics' classification 
   out (stratified, seeded: 10,000 of CIFAR-10's 50,000, as the keras.io examples do). Every
   split must have the same class folders.
 
-Hidden files and folders (a name starting with '.', e.g. `.ipynb_checkpoints/`) are skipped.
+SIZE is at most MAX_SIZE (4096): a larger side is refused before anything is read.
+
+Hidden files and folders (a name starting with '.', e.g. `.ipynb_checkpoints/`) are skipped,
+with one warning on stderr per kind (hidden class folders, hidden images) giving their count.
 Images that cannot be read or decoded are skipped too, with one warning on stderr giving their
 count and naming the first few; a class left with no image, or too few images overall, is an
 error. Decoded images are cached (see `toolkit.data.decode_cache`), so only the first command
@@ -48,6 +51,9 @@ from toolkit.data.stream import (
 from toolkit.errors import UsageError
 
 DEFAULT_SIZE = 32
+# the largest SIZE of folder:PATH@SIZE: one 4096x4096 RGB image is 50 MB decoded, a batch of
+# them gigabytes; a larger side is a typo (an extra zero), and would stall decoding for minutes
+MAX_SIZE = 4096
 LAYOUT = "expected PATH/<class_name>/<image>.png|jpg"
 NAMED_BAD = 3  # undecodable files named in the warning
 TRAIN, VAL, TEST = "train", "val", "test"
@@ -125,7 +131,12 @@ def _class_mismatch(path: Path, split: str, expected: list[str], got: list[str])
 def _class_files(root: Path, base: Path) -> tuple[list[str], list[Path], list[int]]:
     """(class names, image paths, labels) of `root`/<class>/ folders, checked before decoding;
     images whose links lead out of `base` (the --data folder) are skipped with one warning."""
-    entries = [p for p in root.iterdir() if not p.name.startswith(".")]
+    every = list(root.iterdir())
+    entries = [p for p in every if not _hidden(p.name)]
+    hidden_dirs = sorted(p for p in every if _hidden(p.name) and p.is_dir())
+    if hidden_dirs:  # a class folder renamed `.cat` would vanish unnoticed
+        what = f"{len(hidden_dirs)} hidden class folders in {root} (names starting with '.')"
+        _warn_skipped(root, hidden_dirs, what, " (rename them without the '.' to use them)")
     if not entries:
         raise UsageError(f"folder {root} is empty: {LAYOUT}")
     class_dirs = sorted((p for p in entries if p.is_dir()), key=lambda p: p.name)
@@ -143,8 +154,10 @@ def _class_files(root: Path, base: Path) -> tuple[list[str], list[Path], list[in
     paths: list[Path] = []
     labels: list[int] = []
     outside: list[Path] = []
+    hidden: list[Path] = []
     for label, class_dir in enumerate(class_dirs):
-        files = _image_files(class_dir)
+        files, hidden_files = _image_files(class_dir)
+        hidden += hidden_files
         stays = [inside(p) for p in files]
         kept = [p for p, ok in zip(files, stays, strict=True) if ok]
         outside += [p for p, ok in zip(files, stays, strict=True) if not ok]
@@ -156,6 +169,9 @@ def _class_files(root: Path, base: Path) -> tuple[list[str], list[Path], list[in
             )
         paths += kept
         labels += [label] * len(kept)
+    if hidden:
+        what = f"{len(hidden)} hidden images in {root} (a name or folder starting with '.')"
+        _warn_skipped(root, hidden, what, " (rename them without the '.' to use them)")
     if outside:
         _warn_skipped(
             root,
@@ -241,15 +257,26 @@ def _parse_size(arg: str) -> tuple[Path, int]:
         raise UsageError(
             f"folder image size '{tail}' is not a positive integer: use --data folder:PATH@32"
         )
-    return Path(head).expanduser(), int(tail)
+    size = int(tail)
+    if size > MAX_SIZE:
+        raise UsageError(
+            f"folder image size {size} is too large ({size}x{size} RGB is "
+            f"{size * size * 3 / 1e9:.1f} GB per decoded image): use at most {MAX_SIZE}, e.g. "
+            f"--data folder:{head}@224"
+        )
+    return Path(head).expanduser(), size
 
 
-def _image_files(class_dir: Path) -> list[Path]:
-    """Image files under `class_dir` (recursive, sorted), hidden files and folders skipped."""
-    return sorted(
-        p
-        for p in class_dir.rglob("*")
-        if p.suffix.lower() in IMAGE_SUFFIXES
-        and not any(part.startswith(".") for part in p.relative_to(class_dir).parts)
-        and p.is_file()
+def _hidden(name: str) -> bool:
+    """Whether a file or folder name is hidden (starts with '.'): skipped, with a warning."""
+    return name.startswith(".")
+
+
+def _image_files(class_dir: Path) -> tuple[list[Path], list[Path]]:
+    """(image files, hidden image files) under `class_dir` (recursive, sorted): an image is
+    hidden when its name or a folder on its way from `class_dir` starts with '.'."""
+    images = sorted(
+        p for p in class_dir.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()
     )
+    hidden = {p for p in images if any(map(_hidden, p.relative_to(class_dir).parts))}
+    return [p for p in images if p not in hidden], [p for p in images if p in hidden]

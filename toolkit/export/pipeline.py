@@ -84,6 +84,7 @@ def export_run(
     opset = _check_opset(DEFAULT_OPSET if opset is None else opset)
     samples = _check_samples(DEFAULT_CALIB_SAMPLES if calib_samples is None else calib_samples)
     run = open_run(run_dir)
+    run.class_names  # noqa: B018  (labels.txt checked before any conversion)
     flag = "--out" if out is not None else ""
     out = Path(out) if out is not None else run.path / EXPORT_DIR
     if out.exists() and not out.is_dir():

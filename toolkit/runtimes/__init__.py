@@ -19,6 +19,7 @@ from toolkit.runtimes.keras_runtime import open_keras
 from toolkit.runtimes.litert import litert_unavailable, open_litert
 from toolkit.runtimes.mediapipe import mediapipe_refuses, mediapipe_unavailable, open_mediapipe
 from toolkit.runtimes.onnxruntime import (
+    onnx_refuses,
     open_ort_cpu,
     open_ort_cuda,
     ort_cpu_unavailable,
@@ -42,9 +43,21 @@ RUNTIMES: dict[str, Runtime] = {
             refuses=mediapipe_refuses,
         ),
         Runtime(
-            "ort-cpu", (".onnx", ".ort"), open_ort_cpu, ort_cpu_unavailable, "ONNX Runtime, CPU"
+            "ort-cpu",
+            (".onnx", ".ort"),
+            open_ort_cpu,
+            ort_cpu_unavailable,
+            "ONNX Runtime, CPU",
+            refuses=onnx_refuses,
         ),
-        Runtime("ort-cuda", (".onnx",), open_ort_cuda, ort_cuda_unavailable, "ONNX Runtime, CUDA"),
+        Runtime(
+            "ort-cuda",
+            (".onnx",),
+            open_ort_cuda,
+            ort_cuda_unavailable,
+            "ONNX Runtime, CUDA",
+            refuses=onnx_refuses,
+        ),
     )
 }
 DEFAULT_RUNTIME: dict[str, str] = {

@@ -233,3 +233,52 @@ def ort_cuda_unavailable() -> str | None:
         return None  # no probe model without onnx: open_ort_cuda still checks the real session
     session, log = open_session(_probe_model(), RuntimeOptions(), [CUDA, CPU])
     return None if CUDA in session.get_providers() else _cuda_failure(log)
+
+
+# ModelProto fields a model ONNX Runtime loads has: graph (7) and opset_import (8). Protobuf
+# writes fields in number order, so a file cut anywhere in the graph lacks the opset imports.
+REQUIRED_FIELDS = {7: "graph", 8: "opset_import"}
+_SKIP = {1: 8, 5: 4}  # wire type -> bytes of a fixed-size value (64- and 32-bit)
+
+
+def _varint(f) -> int | None:
+    """The base-128 varint at the file's position; None where the file ends inside it."""
+    value = shift = 0
+    while byte := f.read(1):
+        value |= (byte[0] & 0x7F) << shift
+        if byte[0] < 0x80:
+            return value
+        shift += 7
+    return None
+
+
+def onnx_problem(path: Path) -> str | None:
+    """What keeps the file at `path` from being a whole ONNX ModelProto, found by walking its
+    top-level protobuf fields without the onnx package and without reading their contents (a
+    truncated file ends inside one, or lacks the graph or the opset imports); None when whole."""
+    size = path.stat().st_size
+    seen: set[int] = set()
+    with open(path, "rb") as f:
+        while f.tell() < size:
+            start, key = f.tell(), _varint(f)
+            field, wire = (key >> 3, key & 7) if key is not None else (0, -1)
+            if field == 0 or wire not in (0, 1, 2, 5):
+                return f"no protobuf field at byte {start}"
+            length = _varint(f) if wire in (0, 2) else _SKIP[wire]
+            if length is None or (wire != 0 and f.tell() + length > size):
+                return f"truncated: it ends inside field {field}, at byte {size}"
+            f.seek(length if wire != 0 else 0, 1)
+            seen.add(field)
+    missing = [name for number, name in REQUIRED_FIELDS.items() if number not in seen]
+    return f"truncated or cut: it has no {' and no '.join(missing)}" if missing else None
+
+
+def onnx_refuses(path: Path) -> str | None:
+    """Why ONNX Runtime cannot take the `.onnx` file at `path` (not a whole ONNX model), found
+    without loading it, so that bench refuses it before any timing; None for other files."""
+    if path.suffix.lower() != ".onnx" or not path.is_file():
+        return None
+    problem = onnx_problem(path)
+    if problem is None:
+        return None
+    return f"{path} is not a whole ONNX model ({problem}): it is corrupt; export it again"

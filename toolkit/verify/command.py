@@ -80,6 +80,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"ops to check (default all: {','.join(OP_CASES)})",
     )
     p.add_argument(
+        "--allow-modified",
+        action="store_true",
+        help="verify files changed after export (their sha256 is not model.json's) as they "
+        "are, with a warning; without it they are refused",
+    )
+    p.add_argument(
         "--json", type=Path, metavar="FILE", help=f"report file (default RUN/{VERIFY_FILE})"
     )
     only = p.add_mutually_exclusive_group()
@@ -120,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
             runtimes=args.runtime,
             samples=args.samples,
             tolerances=tolerances,
+            allow_modified=args.allow_modified,
         )
     else:
         report = verify_run(
@@ -130,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
             tolerances=tolerances,
             shapes=args.shapes,
             ops=args.ops,
+            allow_modified=args.allow_modified,
         )
     saved = save_report(args.run, report, report_path(args.run, args.json), record)
     print_report(report)

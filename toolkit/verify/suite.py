@@ -8,6 +8,7 @@ from pathlib import Path
 
 from toolkit.argtypes import ALL, choose_names
 from toolkit.errors import UsageError, first_line
+from toolkit.manifest import check_unmodified, modified_files
 from toolkit.runfolder import Run, open_run
 from toolkit.runtimes import VERIFIED_RUNTIMES
 from toolkit.verify.attribution import attribute_int8, int8_formats
@@ -31,9 +32,10 @@ def verify_run(
     tolerances: Tolerances = DEFAULT_TOLERANCES,
     shapes: str | Mapping[str, Sequence[Params]] = "full",
     ops: str | Iterable[str] = ALL,
+    allow_modified: bool = False,
 ) -> dict:
-    """The full report of RUN; bad input (run, export folder, runtime, op) is a UsageError
-    raised before any work."""
+    """The full report of RUN; bad input (run, export folder, runtime, op, a file changed
+    after export unless `allow_modified`) is a UsageError raised before any work."""
     if level not in LEVELS:
         raise UsageError(f"unknown level '{level}': choose from {', '.join(LEVELS)}")
     run = open_run(run_dir)
@@ -42,6 +44,7 @@ def verify_run(
     if level != "ops":  # another program's model, bad export folder, --samples or data:
         run.load_model()  # fail before any work
         manifest = run.manifest()
+        check_exported(run, manifest, list(manifest["artifacts"]), allow_modified)
         data = test_images(run, samples)
     options = {
         "level": level,
@@ -59,6 +62,13 @@ def verify_run(
             if any(f in manifest["artifacts"] for f in int8_formats()):
                 report["int8_attribution"] = _attribution(run, manifest, data[0])
     return conclude(report)
+
+
+def check_exported(run: Run, manifest: dict, formats: list[str], allow_modified: bool) -> None:
+    """Refuse (or with allow_modified, warn of) the `formats`' files changed after export:
+    their sha256 is not the one model.json records, so their parity is not the export's."""
+    changed = modified_files(run.export_dir, manifest, formats)
+    check_unmodified(changed, allow_modified, lambda f: f"toolkit export {run.path} --format {f}")
 
 
 def report_head(run: Run, options: dict, tolerances: Tolerances, rules: str) -> dict:

@@ -38,7 +38,7 @@ from toolkit.verify.modellevel import test_images
 from toolkit.verify.parity import runtime_version
 from toolkit.verify.quiet import quiet_tensorflow
 from toolkit.verify.rules import DEFAULT_TOLERANCES, LAYER_RULES, Tolerances, judge, rule_for
-from toolkit.verify.suite import conclude, report_head
+from toolkit.verify.suite import check_exported, conclude, report_head
 from toolkit.versions import versions
 
 LAYER_SAMPLES = 64  # default test images: enough for stable SQNR, seconds per artifact
@@ -75,11 +75,15 @@ def verify_layers_run(
     runtimes: str | Iterable[str] = ALL,
     samples: int | None = None,
     tolerances: Tolerances = DEFAULT_TOLERANCES,
+    allow_modified: bool = False,
 ) -> dict:
-    """The report of `toolkit verify RUN --layers`; bad input is a UsageError before any work."""
+    """The report of `toolkit verify RUN --layers`; bad input (a file changed after export
+    included, unless `allow_modified`) is a UsageError before any work."""
     run = open_run(run_dir)
     chosen = choose_names(runtimes, VERIFIED_RUNTIMES, "runtime")
-    names = check_formats(formats, run.manifest())
+    manifest = run.manifest()
+    names = check_formats(formats, manifest)
+    check_exported(run, manifest, names, allow_modified)
     model = run.load_model()
     samples = LAYER_SAMPLES if samples is None else samples
     data = test_images(run, samples)  # --samples < 1 is a UsageError there
