@@ -1,6 +1,7 @@
 """Measurement studies: scripts that produced the records in records/, not the product.
 
-`toolkit bench` is the product (toolkit/bench/).  These answer one question each and are run by hand, so they may import TensorFlow, the exporters and each other freely:
+`toolkit bench` is the product (toolkit/bench/). These answer one question each and are run
+by hand, so they may import TensorFlow, the exporters and each other freely:
 
     python -m studies.train_throughput   # training images/s: toolkit vs a keras.io port
     python -m studies.compare A/bench.json B/bench.json   # repeatability, row by row
