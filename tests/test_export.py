@@ -24,6 +24,7 @@ from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
 from onnx import numpy_helper
 
+from toolkit.accuracy import tied_top1
 from toolkit.data import load_data
 from toolkit.errors import UsageError
 from toolkit.export import CONVERTERS, ExportError, export_run
@@ -58,6 +59,7 @@ from toolkit.ops import (
 )
 from toolkit.predict import softmax as probabilities_of
 from toolkit.runfolder import MANIFEST_FILE, open_run
+from toolkit.runtimes import open_artifact
 from toolkit.scratch import scratch_dir
 from toolkit.training.train import TrainOptions, train
 from toolkit.verify import OP_CASES
@@ -642,12 +644,11 @@ def test_manifest_describes_every_artifact(exported):
         assert inp["shape"] == [batch, 32, 32, 3] and outp["shape"] == [batch, 10]
         int8_io = fmt == "tflite-int8"
         # issue 36: the full-int8 file takes a camera's uint8 pixels (q = pixel; was int8,
-        # q = pixel - 128) and gives uint8 probabilities (q / 256): MediaPipe takes no int8
-        assert inp["dtype"] == outp["dtype"] == ("uint8" if int8_io else "float32")
-        assert (inp["scale"] is not None) == int8_io and (outp["zero_point"] is not None) == int8_io
+        # q = pixel - 128); issue 42: every file gives float32 scores (uint8 ones tied)
+        assert inp["dtype"] == ("uint8" if int8_io else "float32") and outp["dtype"] == "float32"
+        assert (inp["scale"] is not None) == int8_io and outp["scale"] is None
         if int8_io:
             assert (inp["scale"], inp["zero_point"]) == (1.0, 0)
-            assert (outp["scale"], outp["zero_point"]) == (1 / 256, 0)
         # issue 36: each app file's check in LiteRT's GPU accelerator, or why it was not made
         gpu = entry.get("gpu_accelerator")
         if FORMATS[fmt].runtime != "litert":
@@ -660,6 +661,32 @@ def test_manifest_describes_every_artifact(exported):
     calib = {"calib_data": DATA, "calib_samples": CALIB_SAMPLES}
     assert manifest["artifacts"]["tflite-int8"]["options"] == calib
     assert manifest["artifacts"]["onnx-int8"]["options"] == {"opset": DEFAULT_OPSET, **calib}
+
+
+# -- issue 42: int8 files keep the float model's top-1 decisions --
+
+
+def test_no_int8_file_ties_the_top_two_scores_where_the_float_model_does_not(exported):
+    """A uint8 probability output (steps of 1/256) tied the two highest scores of low-margin
+    images, and argmax took the first: every default int8 file gives float32 scores whose
+    top two differ wherever the Keras model's do, on the test split."""
+    images = exported["test_images"]
+    float_tied = tied_top1(np.asarray(exported["model"](images, training=False)))
+    int8 = [fmt for fmt, f in FORMATS.items() if f.precision == "int8"]
+    assert {"tflite-int8", "tflite-int8-float-io", "onnx-int8"} <= set(int8)
+    for fmt in int8:
+        path = exported["out"] / exported["manifest"]["artifacts"][fmt]["file"]
+        tied = tied_top1(open_artifact(path).run(images))
+        assert not (tied & ~float_tied).any(), f"{fmt}: {int(tied.sum())} of {len(images)} tied"
+
+
+def test_tflite_int8_takes_uint8_pixels_and_gives_float32_probabilities(exported):
+    """The app file's tensors as LiteRT reads them: q = pixel in, float32 softmax out."""
+    session = open_artifact(exported["out"] / FORMATS["tflite-int8"].filename, "litert")
+    assert (session.input.dtype, session.input.scale, session.input.zero_point) == ("uint8", 1, 0)
+    assert (session.output.dtype, session.output.scale) == ("float32", None)
+    scores = session.run(exported["test_images"][:1])
+    np.testing.assert_allclose(scores.sum(axis=1), 1.0, atol=1e-5)
 
 
 # -- onnx-mobile: the .ort file, its provider coverage and its required-operators config --

@@ -15,6 +15,15 @@ def top1(logits: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(np.argmax(logits, axis=1) == labels)) if len(labels) else 0.0
 
 
+def tied_top1(scores: np.ndarray) -> np.ndarray:
+    """Per image, whether its two highest scores are equal (argmax then takes the first)."""
+    scores = np.asarray(scores)
+    if scores.shape[-1] < 2:
+        return np.zeros(scores.shape[:-1], bool)
+    top2 = np.sort(scores, axis=-1)[..., -2:]
+    return top2[..., 0] == top2[..., 1]
+
+
 def top1_vs_reference(logits: np.ndarray, reference: np.ndarray, labels: np.ndarray) -> dict:
     """Top-1 of `logits` and of the `reference` (Keras) logits on `labels`, their difference
     (top1_delta, negative: the artifact is worse) and top1_agreement: the share of images whose

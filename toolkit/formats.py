@@ -119,7 +119,8 @@ FORMATS: dict[str, Format] = {
             rule="int8",
             converter="TFLITE_INT8",
             roofline="int8",
-            description="int8 in/out, batch 1; LayerNorm, GELU and attention core float",
+            description="uint8 pixels in, float32 probabilities out, batch 1; LayerNorm, GELU, "
+            "attention core and logits float",
             int8_attribution=True,
         ),
         Format(
@@ -131,7 +132,7 @@ FORMATS: dict[str, Format] = {
             rule="int8",
             converter="TFLITE_INT8_FLOAT_IO",
             roofline="int8",
-            description="tflite-int8 with float32 in/out and a float logits layer",
+            description="tflite-int8 with float32 pixels in",
             int8_attribution=True,
         ),
         Format(

@@ -39,14 +39,16 @@ def top1(path: Path, images: np.ndarray, labels: np.ndarray, batch: int = 64) ->
 
 
 def measure(run_dir: Path, data_spec: str | None = None, batch: int = 64) -> list[dict]:
-    """One row per artifact: top-1, delta to Keras, top-1 agreement, logits max abs error."""
+    """One row per artifact: top-1, delta to Keras, top-1 agreement, logits max abs error and
+    the images whose top two scores tie."""
     run = open_run(run_dir)
     images, labels = test_split(run.path, data_spec)
     reference = _logits(run.path / MODEL_FILE, images, batch)
     manifest = run.manifest()
     keras_top1 = accuracy.top1(reference, labels)
     rows = [{"artifact": MODEL_FILE, "format": KERAS_FORMAT, "top1": keras_top1, "delta": 0.0,
-             "agreement": 1.0, "max_abs": 0.0}]  # fmt: skip
+             "agreement": 1.0, "max_abs": 0.0,
+             "tied": int(accuracy.tied_top1(reference).sum())}]  # fmt: skip
     for fmt, entry in manifest["artifacts"].items():
         logits = _logits(run.export_dir / entry["file"], images, batch)
         scores = accuracy.top1_vs_reference(logits, reference, labels)
@@ -57,6 +59,7 @@ def measure(run_dir: Path, data_spec: str | None = None, batch: int = 64) -> lis
             "delta": scores["top1_delta"],
             "agreement": scores["top1_agreement"],
             "max_abs": float(np.max(np.abs(logits - reference))),
+            "tied": int(accuracy.tied_top1(logits).sum()),
         })  # fmt: skip
     return rows
 
@@ -72,12 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print("| format | file | top-1 | delta vs Keras (points) | top-1 agreement | logits max abs |")
-    print("|---|---|---:|---:|---:|---:|")
+    print(
+        "| format | file | top-1 | delta vs Keras (points) | top-1 agreement | logits max abs "
+        "| tied top-1 |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
             f"| {r['format']} | {r['artifact']} | {r['top1']:.2%} | {100 * r['delta']:+.2f} "
-            f"| {r['agreement']:.2%} | {r['max_abs']:.2e} |"
+            f"| {r['agreement']:.2%} | {r['max_abs']:.2e} | {r['tied']} |"
         )
     return 0
 

@@ -34,12 +34,13 @@ from toolkit.export.tflite import DYNAMIC_B1, FP16, FP32, Recipe, tflite_convert
 from toolkit.formats import FORMATS, Format
 
 # The recipes the int8 formats use without --max-accuracy-drop, measured on both seed
-# architectures (records/notes/int8.md): the tflite-int8 search's winner on both;
-# with float in/out, also the logits layer float (int8 logits tie on low-margin images); for
+# architectures (records/notes/int8.md): the tflite-int8 search's winner on both, with the
+# logits layer float (int8 logits tie on low-margin images) and float32 probabilities out;
+# the same with float32 pixels in; for
 # ONNX Runtime, int8 MatMuls on activations quantized per call with 7-bit weights, which do
 # not saturate the int16 pair sums of AVX2 CPUs without VNNI and cost nothing with VNNI.
-TFLITE_INT8_RECIPE = "int8-b1-float-norm-gelu-attention"
-FLOAT_IO_RECIPE = replace(TFLITE_RECIPES[TFLITE_INT8_RECIPE], int8_io=False, float_logits=True)
+TFLITE_INT8_RECIPE = "int8-b1-float-norm-gelu-attention-logits"
+FLOAT_IO_RECIPE = replace(TFLITE_RECIPES[TFLITE_INT8_RECIPE], int8_io=False)
 ONNX_INT8_RECIPE = "dynamic-matmul-reduce-range"
 
 
@@ -73,7 +74,7 @@ TFLITE_INT8 = Converter(
 )
 TFLITE_INT8_FLOAT_IO = Converter(
     tflite_converter(FLOAT_IO_RECIPE),
-    f"{TFLITE_INT8_RECIPE}-logits-float-io",
+    f"{TFLITE_INT8_RECIPE}-float-io",
     FLOAT_IO_RECIPE,
 )
 ONNX_MOBILE = Converter(

@@ -40,6 +40,12 @@ LATENCY_TIE = 0.05  # p50s this close count as equal when choosing among candida
 _B1 = dict(optimize=True, int8=True, int8_io=True, batch=1, depthwise_shift=True)
 # activation x activation matmuls and softmax; LSA's mask is float by `additive_mask`
 _ATTENTION_OPS = ("BATCH_MATMUL", "SOFTMAX")
+_FLOAT_NORM_GELU_ATTENTION = dict(
+    **_B1,
+    float_layers=("LayerNormalization",),
+    float_ops=("GELU", *_ATTENTION_OPS),
+    additive_mask=True,
+)
 
 # candidates of `tflite-int8 --max-accuracy-drop`, cheapest to build first
 TFLITE_RECIPES: dict[str, Recipe] = {
@@ -49,11 +55,10 @@ TFLITE_RECIPES: dict[str, Recipe] = {
     "int8-b1-float-norm-gelu": Recipe(
         **_B1, float_layers=("LayerNormalization",), float_ops=("GELU",)
     ),
-    "int8-b1-float-norm-gelu-attention": Recipe(
-        **_B1,
-        float_layers=("LayerNormalization",),
-        float_ops=("GELU", *_ATTENTION_OPS),
-        additive_mask=True,
+    "int8-b1-float-norm-gelu-attention": Recipe(**_FLOAT_NORM_GELU_ATTENTION),
+    # the logits layer float too: int8 logits tie the top two classes on low-margin images
+    "int8-b1-float-norm-gelu-attention-logits": Recipe(
+        **_FLOAT_NORM_GELU_ATTENTION, float_logits=True
     ),
 }
 

@@ -54,7 +54,8 @@ def _check_output(
             f"{fmt}: a test run gave {what} of shape {y.shape} (finite: "
             f"{bool(np.all(np.isfinite(y)))}), expected ({batch}, {num_classes}) finite values"
         )
-    # int8 probabilities are multiples of 1/256: each rounds by up to half a step
+    # an int8 softmax's probabilities (search candidates) are multiples of 1/256: each
+    # rounds by up to half a step
     atol = 0.01 + num_classes / 512
     if what == PROBABILITIES and not np.allclose(y.sum(axis=-1), 1.0, atol=atol):
         raise ExportError(f"{fmt}: a test run gave probabilities summing to {y.sum(axis=-1)}")
