@@ -112,7 +112,7 @@ def jax_runs(tmp_path_factory) -> dict:
         import json, sys
         from pathlib import Path
         import numpy as np
-        from cli.main import main
+        from toolkit.cli.main import main
         from toolkit.runfolder import load_keras_model
         root = Path({str(root)!r})
         x = np.random.default_rng(0).uniform(0, 255, (8, 32, 32, 3)).astype(np.float32)
