@@ -23,6 +23,7 @@ from toolkit.errors import UsageError
 from toolkit.training.cluster import Cluster, cluster_from, rendezvous
 
 ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT.parent / "shared" / "data" / "cifar10_train_sample.npz"
 RUN_FILES = {
     "config.json",
     "labels.txt",
@@ -150,6 +151,65 @@ def test_an_interrupted_two_process_run_resumes_in_two_processes(tmp_path):
     assert _digest(results[0][1], 0) == _digest(results[1][1], 1)
     assert len((out / "history.csv").read_text().strip().splitlines()) == 4  # header + 3
     assert RUN_FILES <= _visible_files(out) and "checkpoint" not in _visible_files(out)
+
+
+def _npz(tmp_path: Path) -> str:
+    """260 images of 3 classes: split 206 / 27 / 27, and 27 = 16 + 11 does not split in 4."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (260, 24, 24, 3), dtype=np.uint8)
+    np.savez(tmp_path / "data.npz", x=x, y=np.arange(260) % 3)
+    return f"npz:{tmp_path / 'data.npz'}"
+
+
+def _streamed_folder(tmp_path: Path) -> str:
+    """150 PNGs in 3 class folders, streamed: 120 / 15 / 15, and 15 = 8 + 7."""
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    for label in range(3):
+        folder = tmp_path / "images" / f"class{label}"
+        folder.mkdir(parents=True)
+        for i in range(50):
+            image = rng.integers(0, 256, (24, 24, 3), dtype=np.uint8)
+            Image.fromarray(image).save(folder / f"{i}.png")
+    return f"folder:{tmp_path / 'images'},stream"
+
+
+@pytest.mark.slow
+@needs_jax
+@pytest.mark.parametrize(
+    ("make_data", "batch", "test_samples"), [(_npz, "16", 27), (_streamed_folder, "8", 15)]
+)
+def test_two_processes_train_on_data_whose_splits_do_not_divide_the_batch(
+    make_data, batch, test_samples, tmp_path
+):
+    out = tmp_path / "run"
+    port = _free_port()
+    argv = ("--model", "vit", "--data", make_data(tmp_path), "--epochs", "1", "--batch-size", batch)
+    results = _finish([_start(pid, port, out, *argv) for pid in (0, 1)])
+    for rc, stdout, stderr in results:
+        assert rc == 0, stdout[-2000:] + stderr[-3000:]
+    assert _digest(results[0][1], 0) == _digest(results[1][1], 1)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["test_samples"] == test_samples  # the padding copies are not counted
+    assert round(metrics["test_top1"] * test_samples, 4) == round(
+        metrics["test_top1"] * test_samples
+    )
+    assert _visible_files(out) == RUN_FILES
+
+
+@pytest.mark.slow
+@needs_jax
+@pytest.mark.skipif(not SAMPLE.is_file(), reason="shared CIFAR-10 sample not present")
+def test_two_processes_train_on_the_shared_cifar10_sample(tmp_path):
+    out = tmp_path / "run"
+    port = _free_port()
+    argv = ("--model", "shiftvit", "--data", f"npz:{SAMPLE}", "--epochs", "1")
+    results = _finish([_start(pid, port, out, *argv) for pid in (0, 1)])
+    for rc, stdout, stderr in results:  # 4,067 / 509 / 509: 509 = 7 x 64 + 61
+        assert rc == 0, stdout[-2000:] + stderr[-3000:]
+    assert _digest(results[0][1], 0) == _digest(results[1][1], 1)
+    assert json.loads((out / "metrics.json").read_text())["test_samples"] == 509
 
 
 # --- refusals ----------------------------------------------------------------------------------
@@ -297,6 +357,19 @@ def test_the_parts_of_every_batch_put_together_are_the_one_process_batch(seed):
         for k, item in enumerate(whole[index]):
             assert np.array_equal(np.concatenate([got[0][k], got[1][k]]), item)
             assert len(got[0][k]) == len(item) // 2
+
+
+@pytest.mark.parametrize(("part", "real"), [((0, 1), 509), ((0, 2), 256), ((1, 2), 253)])
+def test_every_batch_of_a_padded_split_has_the_same_structure(part, real):
+    # 509 validation images (the shared CIFAR-10 sample's) in batches of 64 on 4 devices: the
+    # last batch is padded, and Keras lays every batch out as the first one
+    x, y = np.zeros((509, 2, 2, 3), np.uint8), np.arange(509) % 10
+    batches = ArrayBatches(x, y, 64, multiple=4, part=part)
+    structures = {len(batches[i]) for i in range(len(batches))}
+    assert structures == {3}, structures
+    weights = np.concatenate([batches[i][2] for i in range(len(batches))])
+    assert weights.sum() == real  # the 3 copies padding the last batch weigh 0
+    assert {len(b) for b in ArrayBatches(x[:508], y[:508], 64, multiple=4)} == {2}  # no pad
 
 
 @pytest.mark.slow
