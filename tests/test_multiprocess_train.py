@@ -20,7 +20,7 @@ from toolkit.backend import installed
 from toolkit.cli.main import main
 from toolkit.data.array_pipeline import ArrayBatches
 from toolkit.errors import UsageError
-from toolkit.training.cluster import Cluster, cluster_from, rendezvous
+from toolkit.training.cluster import Cluster, cluster_for, cluster_from, rendezvous
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT.parent / "shared" / "data" / "cifar10_train_sample.npz"
@@ -127,7 +127,8 @@ def test_two_processes_train_one_run_with_equal_weights_then_it_evaluates_and_ex
 
 @pytest.mark.slow
 @needs_jax
-def test_an_interrupted_two_process_run_resumes_in_two_processes(tmp_path):
+@pytest.mark.parametrize("killed", [1])
+def test_a_killed_process_stops_the_other_in_one_line_and_the_run_resumes(killed, tmp_path):
     out = tmp_path / "run"
     port = _free_port()
     common = ("--model", "vit", "--preset", "tiny", "--data", "shapes:300", "--epochs", "3")
@@ -137,10 +138,19 @@ def test_an_interrupted_two_process_run_resumes_in_two_processes(tmp_path):
         seen += line
         if line.startswith("Epoch 2/3"):
             break
-    for proc in procs:
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=60)
     assert "Epoch 2/3" in seen, seen[-2000:] + procs[0].stderr.read()[-2000:]
+    procs[killed].send_signal(signal.SIGKILL)  # as the OOM killer or a lost host would
+    procs[killed].communicate(timeout=60)
+    at = time.monotonic()
+    other = procs[1 - killed]
+    _, stderr = other.communicate(timeout=120)
+    assert time.monotonic() - at < 15  # at once, not after JAX's collective times out
+    assert other.returncode == 1, stderr[-3000:]  # not JAX's abort (134)
+    assert "Traceback" not in stderr and "Terminating process" not in stderr
+    errors = [ln for ln in stderr.splitlines() if ln.startswith("toolkit: error:")]
+    assert errors == [stderr.strip().splitlines()[-1]], stderr[-3000:]
+    assert errors[0].startswith(f"toolkit: error: process {killed} of 2 was ")
+    assert f"`toolkit train --out {out} --resume` in every process" in errors[0]
     assert (out / "checkpoint").is_dir() and not (out / "metrics.json").exists()
 
     port = _free_port()
@@ -266,7 +276,7 @@ def _meet(clusters: list[Cluster], settings: list[str]) -> list[str]:
 
     def run(i: int) -> None:
         try:
-            rendezvous(clusters[i], settings[i])
+            rendezvous(clusters[i], settings[i]).close()
         except UsageError as exc:
             errors[i] = str(exc)
 
@@ -309,6 +319,32 @@ def test_train_refuses_bad_cluster_flags_before_anything_is_written(
     err = capsys.readouterr().err.strip()
     assert expected in err and "\n" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("environ", "named"),
+    [
+        ({"KERAS_DISTRIBUTION_NUM_PROCESSES": "2", "KERAS_DISTRIBUTION_PROCESS_ID": "1"},
+         "KERAS_DISTRIBUTION_NUM_PROCESSES=2"),
+        ({"KERAS_DISTRIBUTION_JOB_ADDRESSES": "10.0.0.1:1234,10.0.0.2:1234"},
+         "KERAS_DISTRIBUTION_JOB_ADDRESSES=10.0.0.1:1234,10.0.0.2:1234"),
+    ],
+)  # fmt: skip
+def test_keras_cluster_variables_without_multi_process_are_refused_in_one_line(
+    environ, named, tmp_path, capsys, monkeypatch
+):
+    # else every process would train its own copy of the run, the second refused mid-way
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    argv = ["train", "--model", "vit", "--data", "shapes:100", "--out", str(tmp_path / "run")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"toolkit: error: {named} makes this process one of several")
+    assert "pass --strategy multi-process" in err and "\n" not in err
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "1")  # one process: trains alone
+    monkeypatch.delenv("KERAS_DISTRIBUTION_JOB_ADDRESSES", raising=False)
+    assert cluster_for("default") is None
 
 
 @pytest.mark.skipif(

@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 from toolkit.argtypes import OneLineParser, positive_int
-from toolkit.errors import UsageError
+from toolkit.errors import RunError, UsageError
 
 
 def _add_train(p: argparse.ArgumentParser) -> None:
@@ -338,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"toolkit: error: {exc}", file=sys.stderr)
         return 2
+    except RunError as exc:
+        print(f"toolkit: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("toolkit: interrupted", file=sys.stderr)
         return 130
