@@ -127,7 +127,7 @@ def test_two_processes_train_one_run_with_equal_weights_then_it_evaluates_and_ex
 
 @pytest.mark.slow
 @needs_jax
-@pytest.mark.parametrize("killed", [1])
+@pytest.mark.parametrize("killed", [1, 0])  # 0 hosts JAX's coordination service
 def test_a_killed_process_stops_the_other_in_one_line_and_the_run_resumes(killed, tmp_path):
     out = tmp_path / "run"
     port = _free_port()
@@ -375,6 +375,50 @@ def test_train_process_with_unreachable_coordinator_exits_2_in_one_line_writing_
     assert "within 3 s" in lines[0]
     assert elapsed < 120  # the time-out, not a hang (a fresh Python with JAX takes its time)
     assert list(tmp_path.iterdir()) == []
+
+
+# --- the supervisor: a training child that dies -------------------------------------------------
+
+JAX_ABORT = """
+import os, sys, time
+print("Epoch 2/3", flush=True)
+sys.stderr.write("I0000 an old log line\\n"); sys.stderr.flush()
+time.sleep(1.5)  # older than the supervisor's hold: passed on
+sys.stderr.write("F1127 client.h:80] Terminating process because the JAX distributed service\\n")
+sys.stderr.write("Traceback (most recent call last):\\n  ValueError: Gloo AllGather failed\\n")
+sys.stderr.write(sys.argv[1]); sys.stderr.flush()
+os.abort()
+"""
+
+
+@pytest.mark.parametrize(
+    ("own_line", "expected"),
+    [
+        ("", "toolkit: error: process 1 of 2 was ended by SIGABRT: process 0 of 2 (JAX's "
+             "coordination service) was lost; resume the run from its last complete epoch with "
+             "`toolkit train --out RUN --resume` in every process"),
+        ("toolkit: error: process 0 of 2 was lost (its connection closed); ...\n",
+         "toolkit: error: process 0 of 2 was lost (its connection closed); ..."),
+    ],
+)  # fmt: skip
+def test_a_training_child_that_jax_aborts_is_one_line_and_exit_1(own_line, expected, capfd):
+    from toolkit.training.supervise import supervise
+
+    command = [sys.executable, "-c", JAX_ABORT, own_line]
+    assert supervise([], Cluster("127.0.0.1:1", 2, 1), Path("RUN"), command) == 1
+    captured = capfd.readouterr()
+    assert captured.out == "Epoch 2/3\n"  # stdout passes straight through
+    assert captured.err.splitlines() == ["I0000 an old log line", expected]
+
+
+def test_a_training_childs_own_exit_codes_and_lines_pass_through(capfd):
+    from toolkit.training.supervise import supervise
+
+    script = "import sys; print('noise', file=sys.stderr); sys.exit(%d)"
+    for code in (0, 2):
+        command = [sys.executable, "-c", script % code]
+        assert supervise([], Cluster("127.0.0.1:1", 2, 0), None, command) == code
+        assert capfd.readouterr().err == "noise\n"
 
 
 # --- each process's part of every batch --------------------------------------------------------
