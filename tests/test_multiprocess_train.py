@@ -19,8 +19,8 @@ import pytest
 from toolkit.backend import installed
 from toolkit.cli.main import main
 from toolkit.data.array_pipeline import ArrayBatches
-from toolkit.errors import UsageError
-from toolkit.training.cluster import Cluster, cluster_for, cluster_from, rendezvous
+from toolkit.errors import RunError, UsageError
+from toolkit.training.cluster import Cluster, Peers, cluster_for, cluster_from, rendezvous
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT.parent / "shared" / "data" / "cifar10_train_sample.npz"
@@ -375,6 +375,19 @@ def test_train_process_with_unreachable_coordinator_exits_2_in_one_line_writing_
     assert "within 3 s" in lines[0]
     assert elapsed < 120  # the time-out, not a hang (a fresh Python with JAX takes its time)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_process_stopping_with_its_own_error_tells_the_others_its_line_at_once():
+    # process 0 on a full disk: its peers get its one line to pass on, without a wait for
+    # a lost process (what an unexpected error, e.g. a failed collective, waits for)
+    mine, theirs = socket.socketpair()
+    line = "no space left on device writing RUN/checkpoint/state.npz: free space and resume"
+    started = time.monotonic()
+    with pytest.raises(RunError), Peers(Cluster("127.0.0.1:1", 2, 0), {1: mine}, "hint"):
+        raise RunError(line)
+    assert time.monotonic() - started < 2
+    assert json.loads(theirs.makefile().readline()) == {"stopped": line}
+    theirs.close()
 
 
 # --- the supervisor: a training child that dies -------------------------------------------------

@@ -214,10 +214,13 @@ def rendezvous(cluster: Cluster, settings: str, hint: str = "") -> Peers:
 
 def _keepalive(conn: socket.socket) -> None:
     """Probe an idle connection, so that a peer whose host vanished is noticed in ~25 s."""
-    conn.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for name, value in _KEEPALIVE.items():
-        if hasattr(socket, name):  # Linux; macOS has TCP_KEEPALIVE instead of _KEEPIDLE
-            conn.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+    try:  # best effort: a socket without TCP's options (a local pair) is watched all the same
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for name, value in _KEEPALIVE.items():
+            if hasattr(socket, name):  # Linux; macOS has TCP_KEEPALIVE instead of _KEEPIDLE
+                conn.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+    except OSError:
+        pass
 
 
 class Peers:

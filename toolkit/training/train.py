@@ -303,14 +303,14 @@ def train(
     with hold_run_folder(out):  # one `toolkit train` at a time per run folder
         # checked again under the lock: a run that started or finished since is refused
         options = _prepare_folder(out, options, resume)
-        try:
-            with _joined(cluster, options, out, resume):
+        with _joined(cluster, options, out, resume):  # the other processes get its one line
+            try:
                 return _train(options, out, resume, cluster)
-        except OSError as exc:
-            full = atomic.full_disk(exc)
-            if full is None:
-                raise
-            raise RunError(_full_disk_message(full, out, cluster)) from None
+            except OSError as exc:
+                full = atomic.full_disk(exc)
+                if full is None:
+                    raise
+                raise RunError(_full_disk_message(full, out, cluster)) from None
 
 
 def _joined(
