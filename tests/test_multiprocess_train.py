@@ -424,6 +424,20 @@ def test_a_training_child_that_jax_aborts_is_one_line_and_exit_1(own_line, expec
     assert captured.err.splitlines() == ["I0000 an old log line", expected]
 
 
+def test_a_training_child_aborted_after_its_own_line_adds_nothing(capfd):
+    # process 0 stopped by a full disk says so; JAX aborts it on its way out, seconds later
+    from toolkit.training.supervise import supervise
+
+    script = (
+        "import os, sys, time; print('toolkit: error: no space left ...', file=sys.stderr); "
+        "sys.stderr.flush(); time.sleep(1.5); print('F1127 Terminating', file=sys.stderr); "
+        "sys.stderr.flush(); os.abort()"
+    )
+    command = [sys.executable, "-c", script]
+    assert supervise([], Cluster("127.0.0.1:1", 2, 0), Path("RUN"), command) == 1
+    assert capfd.readouterr().err == "toolkit: error: no space left ...\n"
+
+
 def test_a_training_childs_own_exit_codes_and_lines_pass_through(capfd):
     from toolkit.training.supervise import supervise
 

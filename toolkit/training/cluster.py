@@ -243,7 +243,7 @@ class Peers:
         self._lock = threading.Lock()
         self._leaving = threading.Event()  # this process ends by its own error: watch no more
         self._lost = threading.Event()  # a peer was lost: `_why` says which and how
-        self._why: tuple[int | None, str] = (None, "")
+        self._why: tuple[int, str, bool] = (0, "", False)
         self._threads: list[threading.Thread] = []
 
     def __enter__(self) -> Peers:
@@ -282,6 +282,7 @@ class Peers:
     def _watch(self, pid: int, conn: socket.socket) -> None:
         """Read `pid`'s messages until its goodbye; stop this process when it is lost."""
         why = "its connection closed"
+        stopped = False  # it said why (its own one line) rather than vanished
         data = b""
         try:
             while True:
@@ -297,19 +298,20 @@ class Peers:
                         return
                     if message.get("stopped"):
                         self._leaving.wait(_GRACE_S)  # this one's own error, if it has one
-                        why = f"it stopped: {message['stopped']}"
+                        why = message["stopped"]
+                        stopped = True
                         raise ConnectionAbortedError
         except ConnectionAbortedError:
             pass
         except (OSError, ValueError) as exc:
             why = f"its connection failed: {first_line(exc)}"
-        self._lose(pid, why)
+        self._lose(pid, why, stopped)
         self._stop()
 
-    def _lose(self, pid: int | None, why: str) -> None:
+    def _lose(self, pid: int, why: str, stopped: bool) -> None:
         with self._lock:
             if not self._lost.is_set():
-                self._why = (pid, why)
+                self._why = (pid, why, stopped)
                 self._lost.set()
 
     def _stop(self) -> None:
@@ -318,14 +320,15 @@ class Peers:
         with self._lock:
             if self._leaving.is_set():
                 return
-            pid, why = self._why
-            who = (
-                f"process {pid} of {self.cluster.num_processes}"
-                if pid is not None
-                else ("a process of the run")
-            )
-            way = f": {self.hint}" if self.hint else ""
-            line = f"toolkit: error: {who} was lost ({why}); {self.cluster.describe()} stops{way}"
+            pid, why, stopped = self._why
+            who = f"process {pid} of {self.cluster.num_processes}"
+            if stopped:  # its own line names the problem and the way out
+                line = f"toolkit: error: {who} stopped: {why}"
+            else:
+                way = f": {self.hint}" if self.hint else ""
+                line = (
+                    f"toolkit: error: {who} was lost ({why}); {self.cluster.describe()} stops{way}"
+                )
             try:
                 sys.stdout.flush()
                 print(line, file=sys.stderr, flush=True)

@@ -12,7 +12,8 @@ So the supervisor passes the child's stdout straight through and holds each stde
 HOLD_S seconds before passing it on: when the child fails, the lines of its last moments
 (JAX's fatal log, a traceback of the collective that failed) are dropped and one line stands
 for them: the child's own `toolkit: error:` line if it wrote one then, else (a death by a
-signal) one naming the signal and, in a process other than 0, process 0 as the one lost.
+signal) one naming the signal and, in a process other than 0, process 0 as the one lost;
+nothing more where the child said what stopped it before JAX aborted it on its way out.
 The toolkit's own exit codes (0, 1, 2, 130) pass through; a death by a signal is 1. The
 child dies with its supervisor (Linux: PR_SET_PDEATHSIG): killing the process one started
 stops the training.
@@ -85,6 +86,7 @@ def supervise(
     reader = threading.Thread(target=_read, args=(child.stderr, lines), daemon=True)
     reader.start()
     held: collections.deque[tuple[float, bytes]] = collections.deque()
+    said = False  # the child's own `toolkit: error:` line was passed on
     try:
         done = False
         while not done:
@@ -99,7 +101,9 @@ def supervise(
             while held and (done or time.monotonic() - held[0][0] >= HOLD_S):
                 if done and child.wait() != 0:
                     break
-                _write(held.popleft()[1])
+                line = held.popleft()[1]
+                said = said or line.startswith(ERROR)
+                _write(line)
         code = child.wait()
     finally:
         for sig, handler in forwarded.items():
@@ -108,6 +112,8 @@ def supervise(
     own = [line for _, line in held if line.startswith(ERROR)]
     if own:  # its one line, without what JAX logged in the same moments
         _write(own[-1])
+    elif said:  # it said what stopped it, and JAX aborted it on the way out
+        pass
     elif code in OWN_EXITS:
         for _, line in held:
             _write(line)
