@@ -407,8 +407,8 @@ os.abort()
 @pytest.mark.parametrize(
     ("own_line", "expected"),
     [
-        ("", "toolkit: error: process 1 of 2 was ended by SIGABRT: process 0 of 2 (JAX's "
-             "coordination service) was lost; resume the run from its last complete epoch with "
+        ("", "toolkit: error: process 0 of 2 was lost (JAX's runtime aborted process 1 of 2: "
+             "SIGABRT); resume the run from its last complete epoch with "
              "`toolkit train --out RUN --resume` in every process"),
         ("toolkit: error: process 0 of 2 was lost (its connection closed); ...\n",
          "toolkit: error: process 0 of 2 was lost (its connection closed); ..."),

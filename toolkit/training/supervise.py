@@ -12,7 +12,7 @@ So the supervisor passes the child's stdout straight through and holds each stde
 HOLD_S seconds before passing it on: when the child fails, the lines of its last moments
 (JAX's fatal log, a traceback of the collective that failed) are dropped and one line stands
 for them: the child's own `toolkit: error:` line if it wrote one then, else (a death by a
-signal) one naming the signal and, in a process other than 0, process 0 as the one lost;
+signal) one naming the signal and, for JAX's abort, the process it lost (see `_death_line`);
 nothing more where the child said what stopped it before JAX aborted it on its way out.
 The toolkit's own exit codes (0, 1, 2, 130) pass through; a death by a signal is 1. The
 child dies with its supervisor (Linux: PR_SET_PDEATHSIG): killing the process one started
@@ -138,17 +138,29 @@ def _write(line: bytes) -> None:
 
 
 def _death_line(code: int, cluster: Cluster, out: Path | None) -> str:
-    """The one line of a child that died by a signal (`code` < 0) or aborted (134)."""
+    """The one line of a child that died by a signal (`code` < 0) or aborted (134). JAX
+    aborts a process when another is lost: process 0 (its coordination service) for the
+    others; for process 0, the one other process of a two-process run."""
     number = -code if code < 0 else code - 128
     try:
         name = signal.Signals(number).name
     except ValueError:
         name = f"exit code {code}"
-    lost = ""
-    if number == signal.SIGABRT and not cluster.writer:
-        lost = f": process 0 of {cluster.num_processes} (JAX's coordination service) was lost"
     where = f"--out {out} " if out is not None else "--out RUN "
-    return (
-        f"toolkit: error: {cluster.describe()} was ended by {name}{lost}; resume the run from "
-        f"its last complete epoch with `toolkit train {where}--resume` in every process"
+    way = (
+        f"resume the run from its last complete epoch with `toolkit train {where}--resume` "
+        "in every process"
     )
+    count = cluster.num_processes
+    if number == signal.SIGABRT:
+        if not cluster.writer:
+            lost = f"process 0 of {count}"
+        elif count == 2:
+            lost = f"process 1 of {count}"
+        else:
+            lost = f"one of processes 1 to {count - 1}"
+        return (
+            f"toolkit: error: {lost} was lost (JAX's runtime aborted {cluster.describe()}: "
+            f"{name}); {way}"
+        )
+    return f"toolkit: error: {cluster.describe()} was ended by {name}; {way}"
