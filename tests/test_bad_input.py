@@ -13,7 +13,6 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -24,6 +23,7 @@ from toolkit.data.shapes import CLASS_NAMES as SHAPES_CLASSES
 from toolkit.errors import UsageError
 from toolkit.models import build_model, get_preset
 from toolkit.training import train as train_module
+from toolkit.training.checkpoint import Checkpoint
 from toolkit.training.train import TrainOptions, train
 
 DATA = "shapes:200"
@@ -58,6 +58,8 @@ def _fake_run(
     if epochs_run:
         rows = [f"{i},0.1,2.0" for i in range(epochs_run)]
         (folder / "history.csv").write_text("\n".join(["epoch,accuracy,loss", *rows]) + "\n")
+        (folder / "checkpoint").mkdir()  # what resumes: the epochs its state holds
+        np.savez(folder / "checkpoint" / "state.npz", epochs_done=np.int64(epochs_run))
     if finished:
         shutil.copy(model, folder / "model.keras")
         (folder / "export").mkdir()
@@ -226,8 +228,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, cases, tmp_path, 
 # -- 5: resume without --model, --epochs as the new total; a real run for 1 and 9 -------------
 
 
-class _Interrupt(keras.callbacks.CSVLogger):
-    """CSVLogger that stops the run after its first epoch is logged, as a kill would."""
+class _Interrupt(Checkpoint):
+    """Checkpoint that stops the run after its first epoch is saved, as a kill would."""
 
     def on_epoch_end(self, epoch, logs=None):
         super().on_epoch_end(epoch, logs)
@@ -240,7 +242,7 @@ def resumed(tmp_path_factory) -> tuple[Path, str]:
     --epochs 2` (no --model); returns the run folder and what the resume printed."""
     out = tmp_path_factory.mktemp("resume") / "run"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(train_module.keras.callbacks, "CSVLogger", _Interrupt)
+        mp.setattr(train_module, "Checkpoint", _Interrupt)
         with pytest.raises(KeyboardInterrupt):
             train(TrainOptions("shiftvit", "tiny", DATA, epochs=1), out=out)
     printed = io.StringIO()

@@ -19,10 +19,11 @@ import pytest
 from toolkit.backend import installed
 from toolkit.cli.main import main
 from toolkit.data.array_pipeline import ArrayBatches
-from toolkit.errors import UsageError
-from toolkit.training.cluster import Cluster, cluster_from, rendezvous
+from toolkit.errors import RunError, UsageError
+from toolkit.training.cluster import Cluster, Peers, cluster_for, cluster_from, rendezvous
 
 ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT.parent / "shared" / "data" / "cifar10_train_sample.npz"
 RUN_FILES = {
     "config.json",
     "labels.txt",
@@ -126,7 +127,8 @@ def test_two_processes_train_one_run_with_equal_weights_then_it_evaluates_and_ex
 
 @pytest.mark.slow
 @needs_jax
-def test_an_interrupted_two_process_run_resumes_in_two_processes(tmp_path):
+@pytest.mark.parametrize("killed", [1, 0])  # 0 hosts JAX's coordination service
+def test_a_killed_process_stops_the_other_in_one_line_and_the_run_resumes(killed, tmp_path):
     out = tmp_path / "run"
     port = _free_port()
     common = ("--model", "vit", "--preset", "tiny", "--data", "shapes:300", "--epochs", "3")
@@ -136,10 +138,19 @@ def test_an_interrupted_two_process_run_resumes_in_two_processes(tmp_path):
         seen += line
         if line.startswith("Epoch 2/3"):
             break
-    for proc in procs:
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=60)
     assert "Epoch 2/3" in seen, seen[-2000:] + procs[0].stderr.read()[-2000:]
+    procs[killed].send_signal(signal.SIGKILL)  # as the OOM killer or a lost host would
+    procs[killed].communicate(timeout=60)
+    at = time.monotonic()
+    other = procs[1 - killed]
+    _, stderr = other.communicate(timeout=120)
+    assert time.monotonic() - at < 15  # at once, not after JAX's collective times out
+    assert other.returncode == 1, stderr[-3000:]  # not JAX's abort (134)
+    assert "Traceback" not in stderr and "Terminating process" not in stderr
+    errors = [ln for ln in stderr.splitlines() if ln.startswith("toolkit: error:")]
+    assert errors == [stderr.strip().splitlines()[-1]], stderr[-3000:]
+    assert errors[0].startswith(f"toolkit: error: process {killed} of 2 was ")
+    assert f"`toolkit train --out {out} --resume` in every process" in errors[0]
     assert (out / "checkpoint").is_dir() and not (out / "metrics.json").exists()
 
     port = _free_port()
@@ -150,6 +161,65 @@ def test_an_interrupted_two_process_run_resumes_in_two_processes(tmp_path):
     assert _digest(results[0][1], 0) == _digest(results[1][1], 1)
     assert len((out / "history.csv").read_text().strip().splitlines()) == 4  # header + 3
     assert RUN_FILES <= _visible_files(out) and "checkpoint" not in _visible_files(out)
+
+
+def _npz(tmp_path: Path) -> str:
+    """260 images of 3 classes: split 206 / 27 / 27, and 27 = 16 + 11 does not split in 4."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (260, 24, 24, 3), dtype=np.uint8)
+    np.savez(tmp_path / "data.npz", x=x, y=np.arange(260) % 3)
+    return f"npz:{tmp_path / 'data.npz'}"
+
+
+def _streamed_folder(tmp_path: Path) -> str:
+    """150 PNGs in 3 class folders, streamed: 120 / 15 / 15, and 15 = 8 + 7."""
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    for label in range(3):
+        folder = tmp_path / "images" / f"class{label}"
+        folder.mkdir(parents=True)
+        for i in range(50):
+            image = rng.integers(0, 256, (24, 24, 3), dtype=np.uint8)
+            Image.fromarray(image).save(folder / f"{i}.png")
+    return f"folder:{tmp_path / 'images'},stream"
+
+
+@pytest.mark.slow
+@needs_jax
+@pytest.mark.parametrize(
+    ("make_data", "batch", "test_samples"), [(_npz, "16", 27), (_streamed_folder, "8", 15)]
+)
+def test_two_processes_train_on_data_whose_splits_do_not_divide_the_batch(
+    make_data, batch, test_samples, tmp_path
+):
+    out = tmp_path / "run"
+    port = _free_port()
+    argv = ("--model", "vit", "--data", make_data(tmp_path), "--epochs", "1", "--batch-size", batch)
+    results = _finish([_start(pid, port, out, *argv) for pid in (0, 1)])
+    for rc, stdout, stderr in results:
+        assert rc == 0, stdout[-2000:] + stderr[-3000:]
+    assert _digest(results[0][1], 0) == _digest(results[1][1], 1)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["test_samples"] == test_samples  # the padding copies are not counted
+    assert round(metrics["test_top1"] * test_samples, 4) == round(
+        metrics["test_top1"] * test_samples
+    )
+    assert _visible_files(out) == RUN_FILES
+
+
+@pytest.mark.slow
+@needs_jax
+@pytest.mark.skipif(not SAMPLE.is_file(), reason="shared CIFAR-10 sample not present")
+def test_two_processes_train_on_the_shared_cifar10_sample(tmp_path):
+    out = tmp_path / "run"
+    port = _free_port()
+    argv = ("--model", "shiftvit", "--data", f"npz:{SAMPLE}", "--epochs", "1")
+    results = _finish([_start(pid, port, out, *argv) for pid in (0, 1)])
+    for rc, stdout, stderr in results:  # 4,067 / 509 / 509: 509 = 7 x 64 + 61
+        assert rc == 0, stdout[-2000:] + stderr[-3000:]
+    assert _digest(results[0][1], 0) == _digest(results[1][1], 1)
+    assert json.loads((out / "metrics.json").read_text())["test_samples"] == 509
 
 
 # --- refusals ----------------------------------------------------------------------------------
@@ -206,7 +276,7 @@ def _meet(clusters: list[Cluster], settings: list[str]) -> list[str]:
 
     def run(i: int) -> None:
         try:
-            rendezvous(clusters[i], settings[i])
+            rendezvous(clusters[i], settings[i]).close()
         except UsageError as exc:
             errors[i] = str(exc)
 
@@ -251,6 +321,32 @@ def test_train_refuses_bad_cluster_flags_before_anything_is_written(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("environ", "named"),
+    [
+        ({"KERAS_DISTRIBUTION_NUM_PROCESSES": "2", "KERAS_DISTRIBUTION_PROCESS_ID": "1"},
+         "KERAS_DISTRIBUTION_NUM_PROCESSES=2"),
+        ({"KERAS_DISTRIBUTION_JOB_ADDRESSES": "10.0.0.1:1234,10.0.0.2:1234"},
+         "KERAS_DISTRIBUTION_JOB_ADDRESSES=10.0.0.1:1234,10.0.0.2:1234"),
+    ],
+)  # fmt: skip
+def test_keras_cluster_variables_without_multi_process_are_refused_in_one_line(
+    environ, named, tmp_path, capsys, monkeypatch
+):
+    # else every process would train its own copy of the run, the second refused mid-way
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    argv = ["train", "--model", "vit", "--data", "shapes:100", "--out", str(tmp_path / "run")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"toolkit: error: {named} makes this process one of several")
+    assert "pass --strategy multi-process" in err and "\n" not in err
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "1")  # one process: trains alone
+    monkeypatch.delenv("KERAS_DISTRIBUTION_JOB_ADDRESSES", raising=False)
+    assert cluster_for("default") is None
+
+
 @pytest.mark.skipif(
     os.environ["KERAS_BACKEND"] != "tensorflow", reason="the TensorFlow backend's refusal"
 )
@@ -281,6 +377,77 @@ def test_train_process_with_unreachable_coordinator_exits_2_in_one_line_writing_
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_process_stopping_with_its_own_error_tells_the_others_its_line_at_once():
+    # process 0 on a full disk: its peers get its one line to pass on, without a wait for
+    # a lost process (what an unexpected error, e.g. a failed collective, waits for)
+    mine, theirs = socket.socketpair()
+    line = "no space left on device writing RUN/checkpoint/state.npz: free space and resume"
+    started = time.monotonic()
+    with pytest.raises(RunError), Peers(Cluster("127.0.0.1:1", 2, 0), {1: mine}, "hint"):
+        raise RunError(line)
+    assert time.monotonic() - started < 2
+    assert json.loads(theirs.makefile().readline()) == {"stopped": line}
+    theirs.close()
+
+
+# --- the supervisor: a training child that dies -------------------------------------------------
+
+JAX_ABORT = """
+import os, sys, time
+print("Epoch 2/3", flush=True)
+sys.stderr.write("I0000 an old log line\\n"); sys.stderr.flush()
+time.sleep(1.5)  # older than the supervisor's hold: passed on
+sys.stderr.write("F1127 client.h:80] Terminating process because the JAX distributed service\\n")
+sys.stderr.write("Traceback (most recent call last):\\n  ValueError: Gloo AllGather failed\\n")
+sys.stderr.write(sys.argv[1]); sys.stderr.flush()
+os.abort()
+"""
+
+
+@pytest.mark.parametrize(
+    ("own_line", "expected"),
+    [
+        ("", "toolkit: error: process 0 of 2 was lost (JAX's runtime aborted process 1 of 2: "
+             "SIGABRT); resume the run from its last complete epoch with "
+             "`toolkit train --out RUN --resume` in every process"),
+        ("toolkit: error: process 0 of 2 was lost (its connection closed); ...\n",
+         "toolkit: error: process 0 of 2 was lost (its connection closed); ..."),
+    ],
+)  # fmt: skip
+def test_a_training_child_that_jax_aborts_is_one_line_and_exit_1(own_line, expected, capfd):
+    from toolkit.training.supervise import supervise
+
+    command = [sys.executable, "-c", JAX_ABORT, own_line]
+    assert supervise([], Cluster("127.0.0.1:1", 2, 1), Path("RUN"), command) == 1
+    captured = capfd.readouterr()
+    assert captured.out == "Epoch 2/3\n"  # stdout passes straight through
+    assert captured.err.splitlines() == ["I0000 an old log line", expected]
+
+
+def test_a_training_child_aborted_after_its_own_line_adds_nothing(capfd):
+    # process 0 stopped by a full disk says so; JAX aborts it on its way out, seconds later
+    from toolkit.training.supervise import supervise
+
+    script = (
+        "import os, sys, time; print('toolkit: error: no space left ...', file=sys.stderr); "
+        "sys.stderr.flush(); time.sleep(1.5); print('F1127 Terminating', file=sys.stderr); "
+        "sys.stderr.flush(); os.abort()"
+    )
+    command = [sys.executable, "-c", script]
+    assert supervise([], Cluster("127.0.0.1:1", 2, 0), Path("RUN"), command) == 1
+    assert capfd.readouterr().err == "toolkit: error: no space left ...\n"
+
+
+def test_a_training_childs_own_exit_codes_and_lines_pass_through(capfd):
+    from toolkit.training.supervise import supervise
+
+    script = "import sys; print('noise', file=sys.stderr); sys.exit(%d)"
+    for code in (0, 2):
+        command = [sys.executable, "-c", script % code]
+        assert supervise([], Cluster("127.0.0.1:1", 2, 0), None, command) == code
+        assert capfd.readouterr().err == "noise\n"
+
+
 # --- each process's part of every batch --------------------------------------------------------
 
 
@@ -297,6 +464,19 @@ def test_the_parts_of_every_batch_put_together_are_the_one_process_batch(seed):
         for k, item in enumerate(whole[index]):
             assert np.array_equal(np.concatenate([got[0][k], got[1][k]]), item)
             assert len(got[0][k]) == len(item) // 2
+
+
+@pytest.mark.parametrize(("part", "real"), [((0, 1), 509), ((0, 2), 256), ((1, 2), 253)])
+def test_every_batch_of_a_padded_split_has_the_same_structure(part, real):
+    # 509 validation images (the shared CIFAR-10 sample's) in batches of 64 on 4 devices: the
+    # last batch is padded, and Keras lays every batch out as the first one
+    x, y = np.zeros((509, 2, 2, 3), np.uint8), np.arange(509) % 10
+    batches = ArrayBatches(x, y, 64, multiple=4, part=part)
+    structures = {len(batches[i]) for i in range(len(batches))}
+    assert structures == {3}, structures
+    weights = np.concatenate([batches[i][2] for i in range(len(batches))])
+    assert weights.sum() == real  # the 3 copies padding the last batch weigh 0
+    assert {len(b) for b in ArrayBatches(x[:508], y[:508], 64, multiple=4)} == {2}  # no pad
 
 
 @pytest.mark.slow

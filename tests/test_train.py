@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -18,10 +20,13 @@ from toolkit.cli.main import main
 from toolkit.data import load_data
 from toolkit.models import preset_from_dict
 from toolkit.runfolder import CONFIG_FILE, HISTORY_FILE, LABELS_FILE, METRICS_FILE, MODEL_FILE
+from toolkit.training import checkpoint as checkpoint_module
 from toolkit.training import train as train_module
+from toolkit.training.checkpoint import Checkpoint, epochs_done
 from toolkit.training.train import TrainOptions, train
 
 pytestmark = pytest.mark.slow  # every test here trains
+ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10_train_sample.npz"
 RUN_FILES = (MODEL_FILE, CONFIG_FILE, HISTORY_FILE, METRICS_FILE, LABELS_FILE)
 
@@ -55,8 +60,8 @@ def test_eval_command_reports_the_run_accuracy(tmp_path, capsys):
     assert f"top-1 {metrics['test_top1']:.2%}" in capsys.readouterr().out
 
 
-class _Interrupt(keras.callbacks.CSVLogger):
-    """CSVLogger that stops the process-like run after the first epoch is logged."""
+class _Interrupt(Checkpoint):
+    """Checkpoint that stops the process-like run after the first epoch is saved."""
 
     def on_epoch_end(self, epoch, logs=None):
         super().on_epoch_end(epoch, logs)
@@ -67,11 +72,11 @@ class _Interrupt(keras.callbacks.CSVLogger):
 def test_resume_continues_an_interrupted_run(tmp_path, monkeypatch):
     out = tmp_path / "run"
     options = TrainOptions("shiftvit", "tiny", "shapes:400", epochs=2)
-    monkeypatch.setattr(train_module.keras.callbacks, "CSVLogger", _Interrupt)
+    monkeypatch.setattr(train_module, "Checkpoint", _Interrupt)
     with pytest.raises(KeyboardInterrupt):
         train(options, out=out)
     monkeypatch.undo()
-    assert (out / "checkpoint").is_dir() and not (out / "model.keras").exists()
+    assert epochs_done(out / "checkpoint") == 1 and not (out / "model.keras").exists()
     assert not (out / ".train.lock").exists()  # released by the interrupted run
     train(options, out=out, resume=True)
     rows = (out / "history.csv").read_text().strip().splitlines()
@@ -160,3 +165,70 @@ def test_tiny_preset_learns_real_cifar10_well_above_chance(model, tmp_path):
     header = history[0].split(",")
     val_acc = float(history[-1].split(",")[header.index("val_accuracy")])
     assert val_acc > 0.25, f"{model}: validation accuracy {val_acc:.3f} after 3 epochs"
+
+
+# --- a disk that fills --------------------------------------------------------------------------
+
+
+def test_a_disk_full_at_a_checkpoint_stops_in_one_line_keeping_the_last_one(
+    tmp_path, monkeypatch, capsys
+):
+    out = tmp_path / "run"
+    argv = ["train", "--model", "shiftvit", "--data", "shapes:400", "--epochs", "2"]
+    write_array = checkpoint_module._write_array
+
+    def full_in_epoch_2s_checkpoint(stream, value):  # its last entry: the file is nearly whole
+        if value.ndim == 0 and int(value) == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        write_array(stream, value)
+
+    monkeypatch.setattr(checkpoint_module, "_write_array", full_in_epoch_2s_checkpoint)
+    assert main([*argv, "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"toolkit: error: no space left on device writing {out / 'checkpoint' / 'state.npz'}: "
+        f"free space and resume with `toolkit train --out {out} --resume` (it continues from "
+        "the last complete epoch)"
+    )
+    assert [p.name for p in (out / "checkpoint").iterdir()] == ["state.npz"]  # no temp file
+    assert epochs_done(out / "checkpoint") == 1  # epoch 1's, whole
+    assert not (out / "metrics.json").exists() and not (out / "model.keras").exists()
+    monkeypatch.undo()
+    assert main(["train", "--out", str(out), "--resume"]) == 0
+    logged = capsys.readouterr().out
+    assert "Epoch 2/2" in logged and "Epoch 1/2" not in logged  # from the checkpoint
+    rows = (out / "history.csv").read_text().strip().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == ["0", "1"]  # epoch 2's row once
+    assert json.loads((out / "metrics.json").read_text())["epochs_run"] == 2
+    keras.saving.load_model(out / "model.keras", safe_mode=True)
+
+
+FILE_SIZE_LIMIT = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), int(sys.argv[1])))
+from toolkit.cli.main import main
+raise SystemExit(main(sys.argv[2:]))
+"""
+
+
+def test_a_file_size_limit_hit_by_the_first_checkpoint_is_one_line_and_the_run_resumes(tmp_path):
+    # a real failing write (RLIMIT_FSIZE, as a full disk does): the checkpoint (~3 MB) does not
+    # fit under 1 MB, the files before it do; then, without the limit, --resume finishes
+    out = tmp_path / "run"
+    argv = ["train", "--model", "shiftvit", "--data", "shapes:300", "--epochs", "1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    limited = [sys.executable, "-c", FILE_SIZE_LIMIT, str(1_000_000), *argv, "--out", str(out)]
+    proc = subprocess.run(limited, capture_output=True, text=True, env=env, cwd=ROOT)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("toolkit: error:")]
+    assert errors == [proc.stderr.strip().splitlines()[-1]]
+    assert f"file too large writing {out / 'checkpoint' / 'state.npz'}" in errors[0]
+    assert f"`toolkit train --out {out} --resume`" in errors[0]
+    assert list((out / "checkpoint").iterdir()) == []  # the partial file removed
+    assert len((out / "history.csv").read_text().strip().splitlines()) == 2  # epoch 1 logged
+    assert main(["train", "--out", str(out), "--resume"]) == 0
+    rows = (out / "history.csv").read_text().strip().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == ["0"]  # trained again, logged once
+    assert json.loads((out / "metrics.json").read_text())["epochs_run"] == 1

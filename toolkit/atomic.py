@@ -3,10 +3,13 @@
 An interrupted write never leaves a file that looks valid, nor replaces a good one; a killed
 one leaves a hidden `.NAME.XXXXXXXX.SUFFIX` temp file, which `remove_stale_temps` deletes.
 `check_writable` tells, before long work starts, whether a target can be written at all.
+A write that finds the disk full (or a file size or quota limit) raises an OSError whose
+`filename` is the target, whatever call failed (`full_disk` finds it in a chain).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -16,6 +19,21 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from toolkit.errors import UsageError
+
+# errno of a write that a full disk (or a size limit, RLIMIT_FSIZE, or a quota) refused
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def full_disk(exc: BaseException) -> OSError | None:
+    """The disk-full OSError `exc` is, was raised from, or was raised while handling; or None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in DISK_FULL:
+            return current
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _temp_prefix(target: Path) -> str:
@@ -67,17 +85,38 @@ def remove_stale_temps(target: str | Path, suffix: str | None = None) -> list[Pa
 def atomic_path(target: str | Path, suffix: str | None = None) -> Iterator[Path]:
     """Yield a temp path beside `target`; rename it onto `target` only if the block succeeds."""
     target = Path(target)
-    fd, tmp = tempfile.mkstemp(
-        prefix=_temp_prefix(target), suffix=suffix or target.suffix, dir=target.parent
-    )
+    try:
+        fd, tmp = tempfile.mkstemp(
+            prefix=_temp_prefix(target), suffix=suffix or target.suffix, dir=target.parent
+        )
+    except OSError as exc:
+        _name_target(exc, target)
+        raise
     os.close(fd)
     tmp_path = Path(tmp)
     try:
         yield tmp_path
         os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
         os.replace(tmp_path, target)
+    except BaseException as exc:
+        full = full_disk(exc)
+        if full is not None and full is exc:
+            _name_target(exc, target)
+        elif full is not None:  # e.g. a library's error raised from it: the target's, too
+            raise _named(full, target) from exc
+        raise
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def _named(exc: OSError, target: Path) -> OSError:
+    return OSError(exc.errno, exc.strerror or os.strerror(exc.errno), str(target))
+
+
+def _name_target(exc: OSError, target: Path) -> None:
+    """Make a disk-full `exc` name `target` (not the temp file, or no file at all)."""
+    if exc.errno in DISK_FULL:
+        exc.filename = str(target)
 
 
 def _umask() -> int:

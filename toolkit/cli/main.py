@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 from toolkit.argtypes import OneLineParser, positive_int
-from toolkit.errors import UsageError
+from toolkit.errors import RunError, UsageError
 
 
 def _add_train(p: argparse.ArgumentParser) -> None:
@@ -76,7 +76,16 @@ def _add_train(p: argparse.ArgumentParser) -> None:
 def _run_train(args: argparse.Namespace) -> int:
     from dataclasses import fields
 
+    from toolkit.training import supervise
     from toolkit.training.cluster import cluster_for
+
+    if supervise.is_worker():  # a multi-process run's training child: dies with its supervisor
+        supervise.die_with_parent()
+    elif _strategy(args) == "multi-process":  # one line where JAX would abort this process
+        flags = (args.coordinator, args.num_processes, args.process_id, args.connect_timeout)
+        cluster = cluster_for("multi-process", *flags)  # its refusals first, then the backend's
+        supervise.check_backend()
+        return supervise.supervise(args.argv, cluster, args.out)
     from toolkit.training.train import TrainOptions, resume_options, train
 
     given = {f.name: getattr(args, f.name) for f in fields(TrainOptions)}  # None: not given
@@ -102,6 +111,16 @@ def _run_train(args: argparse.Namespace) -> int:
     metrics = json.loads((out / METRICS_FILE).read_text())
     print(f"test top-1 {metrics['test_top1']:.2%}  top-5 {metrics['test_top5']:.2%}")
     return 0
+
+
+def _strategy(args: argparse.Namespace) -> str | None:
+    """The --strategy of this train command: given, or on --resume the run's (None: unknown)."""
+    if args.strategy is not None or not args.resume or args.out is None:
+        return args.strategy
+    try:
+        return json.loads((args.out / "config.json").read_text())["options"]["strategy"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # train() says what is wrong with the folder
 
 
 def _add_eval(p: argparse.ArgumentParser) -> None:
@@ -336,10 +355,14 @@ def main(argv: list[str] | None = None) -> int:
 
             require_backend()
             setup_keras()  # TensorFlow's start-up log lines kept off the terminal
+        args.argv = argv  # what a supervised `toolkit train` runs again in its child
         return COMMANDS[args.command].run(args)
     except UsageError as exc:
         print(f"toolkit: error: {exc}", file=sys.stderr)
         return 2
+    except RunError as exc:
+        print(f"toolkit: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("toolkit: interrupted", file=sys.stderr)
         return 130

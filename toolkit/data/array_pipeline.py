@@ -7,6 +7,8 @@ remainder (a different few samples each epoch) is dropped, unless there is less 
 batch. Under a keras.distribution (JAX `--strategy mirrored`) every batch must also split
 evenly across the replicas: evaluation pads its last batch with copies weighted 0
 (predictions for the copies are cut off by the caller, which knows how many images it passed).
+A padded dataset gives weights with every batch, not only the padded one: Keras lays the data
+out from the first batch's structure, and a multi-process run refuses a batch of another.
 
 In a multi-process run (`--strategy multi-process`) every process draws the same seeded order
 and feeds its own contiguous part of each global batch (process p of N: the p-th N-th), which
@@ -70,6 +72,8 @@ class ArrayBatches(keras.utils.PyDataset):
         self.part = part
         self.epoch = 0
         self.order = self._order()
+        last = len(self.order) - (len(self) - 1) * batch_size  # the same size every epoch
+        self.weighted = y is not None and last % multiple != 0  # (images, labels, weights)
 
     def _order(self) -> np.ndarray:
         if self.shuffle_seed is None:
@@ -96,7 +100,7 @@ class ArrayBatches(keras.utils.PyDataset):
         images = self.x[idx].astype(np.float32)
         if self.y is None:
             return (images,)
-        if pad:
+        if self.weighted:  # every batch: one structure for the whole dataset
             return images, self.y[idx], weights
         return images, self.y[idx]
 

@@ -11,19 +11,29 @@ so the processes first meet in a small TCP rendezvous on the coordinator's port:
 that cannot reach process 0, a process 0 whose peers do not all come, and processes started
 with different commands or counts are refused there in one line within `--connect-timeout`.
 Only then does `jax.distributed.initialize` start, on the same port.
+
+The rendezvous connections stay open while the run trains (`Peers`): a liveness channel. A
+process that is killed (or whose host goes: TCP keepalive) closes it, and one that fails
+says so on it; every other process then stops at once with one line naming the lost process
+and the resume command (exit 1). Without it JAX's collectives would wait for the lost process
+about a minute and then abort the survivors from a C++ thread (SIGABRT, exit 134), which
+Python cannot catch: the watcher thread ends the process with os._exit first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import socket
+import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from toolkit.errors import UsageError
+from toolkit.errors import RunError, UsageError, first_line
 
 MULTI_PROCESS = "multi-process"  # the --strategy name
 DEFAULT_TIMEOUT = 120  # seconds to wait for the other processes (--connect-timeout)
@@ -34,6 +44,11 @@ ENV = {
     "--process-id": "KERAS_DISTRIBUTION_PROCESS_ID",
 }
 _RETRY_S = 0.2  # between connection attempts to process 0
+# a peer's host that vanishes (no FIN): keepalive probes after 10 s idle, 3 x 5 s apart
+_KEEPALIVE = {"TCP_KEEPIDLE": 10, "TCP_KEEPINTVL": 5, "TCP_KEEPCNT": 3}
+_GRACE_S = 3.0  # a peer that stopped: time for this process to stop with its own error first
+_BYE_S = 10.0  # at the end, how long to wait for the others' goodbyes
+_OWN_ERRORS = (UsageError, RunError, KeyboardInterrupt)  # a process's own: not a peer's loss
 
 
 @dataclass(frozen=True)
@@ -156,7 +171,23 @@ def cluster_for(
             f"{', '.join(given)}: only for --strategy {MULTI_PROCESS} (this run's strategy is "
             f"{strategy}); add --strategy {MULTI_PROCESS} or drop them"
         )
+    _check_no_cluster_variables(strategy, os.environ)
     return None
+
+
+def _check_no_cluster_variables(strategy: str, environ: Mapping[str, str]) -> None:
+    """UsageError when Keras' variables make this process one of several but the strategy
+    trains alone: each process would train its own copy of the run into the same folder."""
+    count = environ.get(ENV["--num-processes"], "").strip()
+    addresses = [a for a in environ.get(ENV["--coordinator"], "").split(",") if a.strip()]
+    several = (count.isdigit() and int(count) > 1) or len(addresses) > 1
+    if several:
+        named = ENV["--num-processes"] if len(addresses) < 2 else ENV["--coordinator"]
+        raise UsageError(
+            f"{named}={environ[named]} makes this process one of several, but --strategy "
+            f"{strategy} trains in one process: pass --strategy {MULTI_PROCESS} to train them "
+            "as one run, or unset the KERAS_DISTRIBUTION_* variables"
+        )
 
 
 def fingerprint(settings: Mapping[str, object]) -> str:
@@ -165,20 +196,144 @@ def fingerprint(settings: Mapping[str, object]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def rendezvous(cluster: Cluster, settings: str) -> None:
+def rendezvous(cluster: Cluster, settings: str, hint: str = "") -> Peers:
     """Meet every process of `cluster` on the coordinator's port within `cluster.timeout`
-    seconds, all with the same `settings` digest; UsageError (one line) otherwise."""
+    seconds, all with the same `settings` digest; UsageError (one line) otherwise. The
+    connections are returned open: `with` the Peers, a lost process stops this one."""
     if cluster.num_processes == 1:
-        return
+        return Peers(cluster, {}, hint)
     print(  # the wait can be long (--connect-timeout): say what is awaited
         f"{cluster.describe()}: waiting up to {cluster.timeout} s for the other processes at "
         f"{cluster.coordinator}",
         flush=True,
     )
     if cluster.writer:
-        _host(cluster, settings)
-    else:
-        _join(cluster, settings)
+        return Peers(cluster, _host(cluster, settings), hint)
+    return Peers(cluster, {0: _join(cluster, settings)}, hint)
+
+
+def _keepalive(conn: socket.socket) -> None:
+    """Probe an idle connection, so that a peer whose host vanished is noticed in ~25 s."""
+    try:  # best effort: a socket without TCP's options (a local pair) is watched all the same
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for name, value in _KEEPALIVE.items():
+            if hasattr(socket, name):  # Linux; macOS has TCP_KEEPALIVE instead of _KEEPIDLE
+                conn.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+    except OSError:
+        pass
+
+
+class Peers:
+    """The open connections to the other processes (process 0: to each; the others: to
+    process 0) while the run trains. Inside `with`, a thread per connection watches it: a
+    peer that closes it without saying goodbye was lost (killed, its host gone), one that
+    says "stopped" failed; either ends this process with one line naming it and the way out
+    (`hint`), exit code 1, before JAX's collectives wait on it and abort.
+
+    An exception the loss raised here first (a collective that failed) is not the story:
+    leaving the `with` on one waits a moment for a watcher to name the lost process. Where
+    JAX's runtime aborts the process first (SIGABRT: process 0, which hosts its coordination
+    service, died), the supervisor (toolkit.training.supervise) gives the one line. Leaving
+    the `with` says goodbye (or, on an error of its own, "stopped" and its first line)."""
+
+    def __init__(self, cluster: Cluster, conns: dict[int, socket.socket], hint: str) -> None:
+        self.cluster = cluster
+        self.conns = conns
+        self.hint = hint
+        self._lock = threading.Lock()
+        self._leaving = threading.Event()  # this process ends by its own error: watch no more
+        self._lost = threading.Event()  # a peer was lost: `_why` says which and how
+        self._why: tuple[int, str, bool] = (0, "", False)
+        self._threads: list[threading.Thread] = []
+
+    def __enter__(self) -> Peers:
+        for pid, conn in self.conns.items():
+            _keepalive(conn)
+            thread = threading.Thread(
+                target=self._watch, args=(pid, conn), name=f"toolkit-peer-{pid}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc is not None and self.conns and not isinstance(exc, _OWN_ERRORS):
+            if self._lost.wait(_GRACE_S):  # the collective failed as a process was lost
+                self._stop()
+        self._leaving.set()
+        message = {"bye": True} if exc is None else {"stopped": first_line(exc)}
+        for conn in self.conns.values():
+            try:
+                _send(conn, message)
+                conn.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+        wait = _BYE_S if exc is None else 1.0  # the others read it before the sockets close
+        deadline = time.monotonic() + wait
+        for thread in self._threads:
+            thread.join(max(deadline - time.monotonic(), 0))
+        self.close()
+
+    def close(self) -> None:
+        """Close every connection."""
+        for conn in self.conns.values():
+            conn.close()
+
+    def _watch(self, pid: int, conn: socket.socket) -> None:
+        """Read `pid`'s messages until its goodbye; stop this process when it is lost."""
+        why = "its connection closed"
+        stopped = False  # it said why (its own one line) rather than vanished
+        data = b""
+        try:
+            while True:
+                conn.settimeout(None)
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+                while b"\n" in data:
+                    line, data = data.split(b"\n", 1)
+                    message = json.loads(line)
+                    if message.get("bye"):
+                        return
+                    if message.get("stopped"):
+                        self._leaving.wait(_GRACE_S)  # this one's own error, if it has one
+                        why = message["stopped"]
+                        stopped = True
+                        raise ConnectionAbortedError
+        except ConnectionAbortedError:
+            pass
+        except (OSError, ValueError) as exc:
+            why = f"its connection failed: {first_line(exc)}"
+        self._lose(pid, why, stopped)
+        self._stop()
+
+    def _lose(self, pid: int, why: str, stopped: bool) -> None:
+        with self._lock:
+            if not self._lost.is_set():
+                self._why = (pid, why, stopped)
+                self._lost.set()
+
+    def _stop(self) -> None:
+        """Print the lost process's line and end this process (exit 1), unless it is ending
+        with its own error already."""
+        with self._lock:
+            if self._leaving.is_set():
+                return
+            pid, why, stopped = self._why
+            who = f"process {pid} of {self.cluster.num_processes}"
+            if stopped:  # its own line names the problem and the way out
+                line = f"toolkit: error: {who} stopped: {why}"
+            else:
+                way = f": {self.hint}" if self.hint else ""
+                line = (
+                    f"toolkit: error: {who} was lost ({why}); {self.cluster.describe()} stops{way}"
+                )
+            try:
+                sys.stdout.flush()
+                print(line, file=sys.stderr, flush=True)
+            finally:
+                os._exit(1)
 
 
 def _send(conn: socket.socket, message: dict) -> None:
@@ -209,8 +364,9 @@ def _listen(cluster: Cluster) -> socket.socket:
         ) from None
 
 
-def _host(cluster: Cluster, settings: str) -> None:
-    """Process 0: accept every other process, check it, then answer all of them."""
+def _host(cluster: Cluster, settings: str) -> dict[int, socket.socket]:
+    """Process 0: accept every other process, check it, then answer all of them; the open
+    connections, by process id."""
     deadline = time.monotonic() + cluster.timeout
     peers: dict[int, socket.socket] = {}
     problem = ""
@@ -249,21 +405,28 @@ def _host(cluster: Cluster, settings: str) -> None:
                 peers[pid] = conn
             for conn in peers.values():
                 _send(conn, {"error": problem} if problem else {"ok": True})
+            if not problem:
+                return peers  # kept open: the liveness channel (Peers)
+            for conn in peers.values():
                 conn.shutdown(socket.SHUT_WR)
             for conn in peers.values():  # the peers close first: the port is free again
                 try:
                     _receive(conn, time.monotonic() + 5)
                 except (ConnectionError, OSError, ValueError):
                     pass
+        except BaseException:
+            problem = problem or "failed"
+            raise
         finally:
-            for conn in peers.values():
-                conn.close()
-    if problem:
-        raise UsageError(problem)
+            if problem:
+                for conn in peers.values():
+                    conn.close()
+    raise UsageError(problem)
 
 
-def _join(cluster: Cluster, settings: str) -> None:
-    """Process I > 0: reach process 0 (retrying until the deadline) and wait for its answer."""
+def _join(cluster: Cluster, settings: str) -> socket.socket:
+    """Process I > 0: reach process 0 (retrying until the deadline) and wait for its answer;
+    the connection, open."""
     deadline = time.monotonic() + cluster.timeout
     host, port = cluster.address
     while True:
@@ -278,7 +441,7 @@ def _join(cluster: Cluster, settings: str) -> None:
                     "there (--process-id 0), check --coordinator, or raise --connect-timeout"
                 ) from None
             time.sleep(_RETRY_S)
-    with conn:
+    try:
         _send(
             conn,
             {
@@ -294,28 +457,35 @@ def _join(cluster: Cluster, settings: str) -> None:
                 f"{cluster.describe()} reached {cluster.coordinator} but process 0 did not "
                 f"answer within {cluster.timeout} s: is another program on that port?"
             ) from None
-    if answer.get("error"):
-        raise UsageError(answer["error"])
+        if answer.get("error"):
+            raise UsageError(answer["error"])
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
-def connect(cluster: Cluster, settings: str) -> None:
+@contextlib.contextmanager
+def connect(cluster: Cluster, settings: str, hint: str = "") -> Iterator[Peers]:
     """Rendezvous, then start JAX's distributed runtime: every device of every process is
-    visible to JAX afterwards (`keras.distribution.list_devices()`)."""
-    rendezvous(cluster, settings)
-    import jax
+    visible to JAX afterwards (`keras.distribution.list_devices()`). Inside, a lost process
+    stops this one in one line ending in `hint` (Peers)."""
+    with rendezvous(cluster, settings, hint) as peers:
+        import jax
 
-    try:
-        jax.distributed.initialize(
-            coordinator_address=cluster.coordinator,
-            num_processes=cluster.num_processes,
-            process_id=cluster.process_id,
-            initialization_timeout=cluster.timeout,
-        )
-    except RuntimeError as exc:  # JAX already ran something in this process
-        raise UsageError(
-            f"cannot join the other processes: {str(exc).splitlines()[0]} (start "
-            "`toolkit train --strategy multi-process` in a fresh process)"
-        ) from None
+        try:
+            jax.distributed.initialize(
+                coordinator_address=cluster.coordinator,
+                num_processes=cluster.num_processes,
+                process_id=cluster.process_id,
+                initialization_timeout=cluster.timeout,
+            )
+        except RuntimeError as exc:  # JAX already ran something in this process
+            raise UsageError(
+                f"cannot join the other processes: {str(exc).splitlines()[0]} (start "
+                "`toolkit train --strategy multi-process` in a fresh process)"
+            ) from None
+        yield peers
 
 
 def barrier(name: str) -> None:

@@ -3,6 +3,12 @@
 In a multi-process run (`--strategy multi-process`) every process trains the same model on its
 part of each batch; process 0 alone writes the run folder (the others read it on --resume:
 a shared --out across hosts) and every process logs the sha256 of its final weights.
+
+Every file is written atomically (a temp file in its folder, then a rename): the checkpoint
+after each epoch (toolkit.training.checkpoint), history.csv, config.json, labels.txt,
+model.keras, history.png, and metrics.json last, which marks the run finished. A disk that
+fills on the way stops the run in one line (RunError, exit 1) naming the file and the
+`--resume` command that continues from the last complete epoch once there is space again.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,7 +36,7 @@ from toolkit.data import (
     train_dataset,
     training_model,
 )
-from toolkit.errors import UsageError
+from toolkit.errors import RunError, UsageError
 from toolkit.evaluate import evaluate_compiled, evaluate_model
 from toolkit.models import (
     MODELS,
@@ -54,6 +60,7 @@ from toolkit.runfolder import (
     labels_text,
     read_json,
 )
+from toolkit.training.checkpoint import Checkpoint, HistoryLog, epochs_done
 from toolkit.training.cluster import MULTI_PROCESS, Cluster, barrier, connect, fingerprint
 from toolkit.training.history_plot import plot_history
 from toolkit.training.schedule import WarmupCosine
@@ -222,7 +229,7 @@ def resume_options(out: Path, given: Mapping[str, object]) -> TrainOptions:
             f"--resume keeps the run's {flag} {kept} ({config_path}): drop {flag} {value}, "
             "or start a new run with another --out"
         )
-    done = _epochs_logged(out / HISTORY_FILE)
+    done = epochs_done(out / CHECKPOINT_DIR)
     if stored.get("epochs") is not None and stored["epochs"] < done:
         raise UsageError(
             f"--epochs {stored['epochs']} is fewer than the {done} epochs {out} already ran: "
@@ -291,14 +298,46 @@ def train(
     options = _prepare_folder(out, options, resume, writer)  # refusals before anything is created
     check_strategy(options.strategy)
     if not writer:  # process 0 holds the folder; connecting waits for it to get that far
-        connect(cluster, fingerprint({**options.__dict__, "resume": resume}))
-        return _train(options, out, resume, cluster)
+        with _joined(cluster, options, out, resume):
+            return _train(options, out, resume, cluster)
     with hold_run_folder(out):  # one `toolkit train` at a time per run folder
         # checked again under the lock: a run that started or finished since is refused
         options = _prepare_folder(out, options, resume)
-        if cluster is not None:
-            connect(cluster, fingerprint({**options.__dict__, "resume": resume}))
-        return _train(options, out, resume, cluster)
+        with _joined(cluster, options, out, resume):  # the other processes get its one line
+            try:
+                return _train(options, out, resume, cluster)
+            except OSError as exc:
+                full = atomic.full_disk(exc)
+                if full is None:
+                    raise
+                raise RunError(_full_disk_message(full, out, cluster)) from None
+
+
+def _joined(
+    cluster: Cluster | None, options: TrainOptions, out: Path, resume: bool
+) -> contextlib.AbstractContextManager:
+    """Inside: the processes of `cluster` joined, and a lost one stops this one in one line
+    saying how every process resumes (`connect`); nothing without a cluster."""
+    if cluster is None:
+        return contextlib.nullcontext()
+    hint = (
+        f"resume the run from its last complete epoch with `toolkit train --out {out} "
+        "--resume` in every process"
+    )
+    return connect(cluster, fingerprint({**options.__dict__, "resume": resume}), hint)
+
+
+def _full_disk_message(exc: OSError, out: Path, cluster: Cluster | None) -> str:
+    """The one line of a run that a full disk stopped: what, where, and how to go on."""
+    reason = (exc.strerror or "no space left on device").lower()
+    where = f" writing {exc.filename}" if exc.filename else f" writing into {out}"
+    if not (out / CONFIG_FILE).is_file():  # nothing to resume: the same command again
+        return f"{reason}{where}: free space on {out.parent} and run the same command again"
+    every = " in every process" if cluster is not None else ""
+    return (
+        f"{reason}{where}: free space and resume with `toolkit train --out {out} --resume`"
+        f"{every} (it continues from the last complete epoch)"
+    )
 
 
 def _check_data(data: Dataset, options: TrainOptions) -> None:
@@ -378,7 +417,7 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
             print(
                 f"resuming {out} with its settings: {options.model} {options.preset} on "
                 f"{options.data}, {preset.train.epochs} epochs in total "
-                f"({_epochs_logged(out / HISTORY_FILE)} run), batch size "
+                f"({epochs_done(out / CHECKPOINT_DIR)} run), batch size "
                 f"{preset.train.batch_size}, {options.precision}, seed {options.seed}",
                 flush=True,
             )
@@ -392,13 +431,10 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
                 model, preset.train.augmentation, options.seed, x=data.x_train
             )
             compile_model(fit_model, preset, steps, options.jit)
-        if writer:
-            callbacks = [
-                LocalBackup(str(out / CHECKPOINT_DIR)),
-                keras.callbacks.CSVLogger(str(out / HISTORY_FILE), append=resume),
-            ]
+        if writer:  # the history of an epoch first, then its checkpoint (the resume point)
+            callbacks = [HistoryLog(out / HISTORY_FILE), Checkpoint(out / CHECKPOINT_DIR)]
         else:  # restores process 0's checkpoint on --resume, writes nothing
-            callbacks = [RestoreOnly(str(out / CHECKPOINT_DIR))]
+            callbacks = [Checkpoint(out / CHECKPOINT_DIR, write=False)]
         if preset.train.early_stopping_patience:
             callbacks.append(
                 keras.callbacks.EarlyStopping(
@@ -439,50 +475,14 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
             "synthetic_data": data.synthetic,
             "backend": backend_info(),
         }
-        atomic.write_json(out / METRICS_FILE, metrics)
         plot_history(out / HISTORY_FILE, out / HISTORY_PLOT_FILE, f"{out.name}: {data.name}")
+        atomic.write_json(out / METRICS_FILE, metrics)  # last: the run is finished
         shutil.rmtree(out / CHECKPOINT_DIR, ignore_errors=True)
         if cluster is not None:
             barrier("toolkit train: run folder written")
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
     return out
-
-
-@contextlib.contextmanager
-def _undistributed() -> Iterator[None]:
-    """No keras.distribution while inside: variables made here stay on this process."""
-    previous = keras.distribution.distribution()
-    keras.distribution.set_distribution(None)
-    try:
-        yield
-    finally:
-        keras.distribution.set_distribution(previous)
-
-
-class LocalBackup(keras.callbacks.BackupAndRestore):
-    """BackupAndRestore that writes its checkpoint outside the keras.distribution: saving
-    makes throw-away reference variables (an Optimizer), which a multi-process distribution
-    would place on every process's devices, from process 0 alone (JAX then stops)."""
-
-    def on_epoch_end(self, epoch, logs=None) -> None:
-        """Save the checkpoint, undistributed."""
-        with _undistributed():
-            super().on_epoch_end(epoch, logs)
-
-
-class RestoreOnly(keras.callbacks.BackupAndRestore):
-    """BackupAndRestore that restores a checkpoint at the start of fit but never writes or
-    deletes one: the callback of the processes other than process 0."""
-
-    def on_epoch_end(self, epoch, logs=None) -> None:
-        """Save nothing."""
-
-    def on_train_batch_end(self, batch, logs=None) -> None:
-        """Save nothing."""
-
-    def on_train_end(self, logs=None) -> None:
-        """Leave the checkpoint to process 0."""
 
 
 def _epochs_logged(history: Path) -> int:
