@@ -41,6 +41,7 @@ from toolkit.models import (
     get_preset,
     preset_from_dict,
 )
+from toolkit.models.presets import check_recipe, parse_recipe
 from toolkit.runfolder import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -56,6 +57,7 @@ from toolkit.runfolder import (
 )
 from toolkit.training.cluster import MULTI_PROCESS, Cluster, barrier, connect, fingerprint
 from toolkit.training.history_plot import plot_history
+from toolkit.training.losses import SmoothedCrossentropy
 from toolkit.training.schedule import WarmupCosine
 from toolkit.training.strategies import (
     PRECISIONS,
@@ -82,6 +84,7 @@ class TrainOptions:
     seed: int = 0
     author: str | None = None  # the exported files' metadata: who made the model
     license: str | None = None  # and under which terms it may be used
+    recipe: str | None = None  # KEY=VALUE[,KEY=VALUE...]: TrainRecipe fields set over the preset's
 
 
 SEEDS = range(2**32)  # what numpy's and Keras' random generators take
@@ -120,7 +123,8 @@ def _validate(options: TrainOptions) -> Preset:
             f"--seed must be an integer from 0 to {SEEDS[-1]} (what NumPy and Keras seed with), "
             f"got {options.seed}"
         )
-    train = preset.train
+    train = replace(preset.train, **parse_recipe(options.recipe))
+    check_recipe(train)
     return replace(
         preset,
         train=replace(
@@ -133,7 +137,8 @@ def _validate(options: TrainOptions) -> Preset:
 
 def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit: bool) -> None:
     """Compile `model` as `toolkit train` does (studies/train_throughput times it too):
-    AdamW on the warmup-cosine schedule of the preset's recipe, sparse CE, top-1 and top-5
+    AdamW on the warmup-cosine schedule of the preset's recipe (with a moving average of the
+    weights when `ema`), sparse CE (SmoothedCrossentropy with label smoothing), top-1 and top-5
     (weighted by the batches' sample weights, so padding copies weighted 0 are not counted)."""
     recipe = preset.train
     total = steps_per_epoch * recipe.epochs
@@ -143,9 +148,18 @@ def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit:
         warmup_steps=int(total * recipe.warmup_fraction),
         total_steps=total,
     )
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    if recipe.label_smoothing:
+        loss = SmoothedCrossentropy(recipe.label_smoothing)
+    optimizer = keras.optimizers.AdamW(
+        learning_rate=schedule,
+        weight_decay=recipe.weight_decay,
+        use_ema=recipe.ema is not None,  # fit ends with the averages in the weights
+        ema_momentum=0.99 if recipe.ema is None else recipe.ema,
+    )
     model.compile(
-        optimizer=keras.optimizers.AdamW(learning_rate=schedule, weight_decay=recipe.weight_decay),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        optimizer=optimizer,
+        loss=loss,
         # weighted: the 0-weight copies that pad a split across replicas do not count
         weighted_metrics=[
             keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
@@ -399,13 +413,16 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
             ]
         else:  # restores process 0's checkpoint on --resume, writes nothing
             callbacks = [RestoreOnly(str(out / CHECKPOINT_DIR))]
+        if preset.train.ema is not None:  # validation scores the averages: what is saved
+            callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=False))
         if preset.train.early_stopping_patience:
             callbacks.append(
                 keras.callbacks.EarlyStopping(
                     monitor="val_accuracy",
                     mode="max",
                     patience=preset.train.early_stopping_patience,
-                    restore_best_weights=True,
+                    # with ema the saved weights are the averages at the end, not a raw best
+                    restore_best_weights=preset.train.ema is None,
                 )
             )
         # a streamed folder that changes stops here, before the model and metrics are written
