@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 
 from toolkit.cli.main import main
-from toolkit.data import load_data
+from toolkit.data import eval_dataset, load_data, train_dataset
+from toolkit.data.augment import Augmentation
+from toolkit.data.mixing import Mixing, choose, cutmix, mix_batch, mixup
 from toolkit.errors import UsageError
 from toolkit.evaluate import evaluate_model
 from toolkit.models import get_preset, preset_from_dict
 from toolkit.models.presets import PRESETS, TrainRecipe, parse_recipe, recipe_keys
-from toolkit.training.losses import SmoothedCrossentropy
+from toolkit.training.losses import HardAccuracy, HardTopKAccuracy, SmoothedCrossentropy
 from toolkit.training.train import TrainOptions, compile_model, train
 
 
@@ -31,6 +33,7 @@ def test_every_preset_has_the_pieces_off():
     for presets in PRESETS.values():
         for _, recipe in presets.values():
             assert recipe.label_smoothing == 0.0 and recipe.ema is None
+            assert recipe.mixup == 0.0 and recipe.cutmix == 0.0 and recipe.mix_prob == 1.0
 
 
 def test_label_smoothing_loss_equals_the_formula_for_integer_and_soft_labels():
@@ -105,7 +108,15 @@ def test_bad_recipe_override_is_one_line(text, words):
 
 @pytest.mark.parametrize(
     "text",
-    ["label_smoothing=1.0", "label_smoothing=-0.1", "ema=1.5", "warmup_fraction=2"],
+    [
+        "label_smoothing=1.0",
+        "label_smoothing=-0.1",
+        "ema=1.5",
+        "warmup_fraction=2",
+        "mixup=-1",
+        "cutmix=1.5",
+        "mix_prob=2",
+    ],
 )
 def test_out_of_range_piece_is_refused_before_training(text, tmp_path):
     with pytest.raises(UsageError, match="pass --recipe"):
@@ -114,10 +125,17 @@ def test_out_of_range_piece_is_refused_before_training(text, tmp_path):
 
 def test_config_without_the_new_fields_still_loads():
     data = get_preset("vit-lsa", "tiny").to_dict()
-    for key in ("label_smoothing", "ema"):
+    for key in ("label_smoothing", "ema", "mixup", "cutmix", "mix_prob"):
         del data["train"][key]
     assert preset_from_dict(data) == get_preset("vit-lsa", "tiny")
-    recipe = replace(get_preset("vit-lsa", "tiny").train, label_smoothing=0.1, ema=0.99)
+    recipe = replace(
+        get_preset("vit-lsa", "tiny").train,
+        label_smoothing=0.1,
+        ema=0.99,
+        mixup=0.8,
+        cutmix=1.0,
+        mix_prob=0.5,
+    )
     preset = replace(get_preset("vit-lsa", "tiny"), train=recipe)
     assert preset_from_dict(json.loads(json.dumps(preset.to_dict()))).train == recipe
     assert isinstance(recipe, TrainRecipe)
@@ -145,3 +163,113 @@ def test_tiny_training_with_label_smoothing_and_ema(tmp_path, capsys):
     capsys.readouterr()
     code = main(["train", "--out", str(out), "--resume", "--recipe", "ema=0.5"])
     assert code != 0 and "--resume keeps the run's --recipe" in capsys.readouterr().err
+
+
+def _images(n: int = 6) -> np.ndarray:
+    return np.random.default_rng(1).uniform(0, 255, (n, 8, 10, 3)).astype(np.float32)
+
+
+def test_numpy_mixup_blends_images_and_labels_by_the_same_beta_weight():
+    images, onehot = _images(), np.eye(6, dtype=np.float32)  # image i is class i
+    mixed, labels = mixup(images, onehot, 0.8, np.random.default_rng(5))
+    rng = np.random.default_rng(5)  # the same draws, by the formula
+    partner = rng.permutation(6)
+    weight = rng.beta(0.8, 0.8, 6).astype(np.float32)
+    expected = (
+        weight[:, None, None, None] * images + (1 - weight[:, None, None, None]) * (images[partner])
+    )
+    np.testing.assert_allclose(mixed, expected, rtol=1e-6)
+    np.testing.assert_allclose(labels.sum(axis=1), 1.0, rtol=1e-6)
+    want = weight[:, None] * onehot + (1 - weight[:, None]) * onehot[partner]
+    np.testing.assert_allclose(labels, want, rtol=1e-6)
+
+
+def test_numpy_cutmix_labels_are_the_shares_of_pixels_kept_and_pasted():
+    images, onehot = _images(), np.eye(6, dtype=np.float32)
+    mixed, labels = cutmix(images, onehot, 1.0, np.random.default_rng(7))
+    np.testing.assert_allclose(labels.sum(axis=1), 1.0, rtol=1e-6)
+    pasted = 0
+    for i in range(6):
+        own = np.all(mixed[i] == images[i], axis=-1)
+        partner = [j for j in range(6) if j != i and labels[i, j] > 0]
+        if not partner:  # nothing pasted (or its own image drawn as partner)
+            assert labels[i, i] == pytest.approx(1.0)
+            continue
+        (j,) = partner
+        other = np.all(mixed[i] == images[j], axis=-1)
+        assert np.all(own | other)  # every pixel is its own or the partner's
+        rows, cols = np.nonzero(other)  # the pasted pixels make one box
+        assert other[rows.min() : rows.max() + 1, cols.min() : cols.max() + 1].all()
+        assert labels[i, i] == pytest.approx(own.mean(), abs=1e-6)
+        assert labels[i, j] == pytest.approx(other.mean(), abs=1e-6)
+        pasted += 1
+    assert pasted > 0
+
+
+def test_one_of_mixup_and_cutmix_per_mixed_batch_half_each():
+    both = Mixing(mixup=0.8, cutmix=1.0, prob=0.5, num_classes=3)
+    draws = np.random.default_rng(0).uniform(size=(4000, 2))
+    picks = [choose(both, a, b) for a, b in draws]
+    for name, share in (("mixup", 0.25), ("cutmix", 0.25), (None, 0.5)):
+        assert picks.count(name) / len(picks) == pytest.approx(share, abs=0.03)
+    assert choose(Mixing(cutmix=1.0, num_classes=3), 0.99, 0.0) == "cutmix"
+    assert choose(Mixing(num_classes=3), 0.0, 0.0) is None
+    rare = Mixing(mixup=0.8, prob=1e-9, num_classes=6)  # not mixed: one-hot labels
+    images, labels = mix_batch(_images(), np.arange(6), rare, np.random.default_rng(0))
+    np.testing.assert_array_equal(images, _images())
+    np.testing.assert_array_equal(labels, np.eye(6))
+
+
+def test_hard_metrics_score_soft_labels_by_their_largest_class():
+    logits = np.array([[3.0, 1.0, 0.0], [0.0, 2.0, 1.0], [1.0, 0.0, 2.0]], np.float32)
+    soft = np.array([[0.7, 0.3, 0.0], [0.6, 0.4, 0.0], [0.0, 0.2, 0.8]], np.float32)
+    metric = HardAccuracy()
+    metric.update_state(soft, logits)
+    assert float(metric.result()) == pytest.approx(2 / 3)
+    metric = HardAccuracy()
+    metric.update_state(np.array([0, 1, 1]), logits)  # integer labels: validation
+    assert float(metric.result()) == pytest.approx(2 / 3)
+    top = HardTopKAccuracy(2)
+    top.update_state(soft, logits)
+    assert float(top.result()) == pytest.approx(2 / 3)
+
+
+def _first_batch(dataset) -> tuple[np.ndarray, ...]:
+    if isinstance(dataset, keras.utils.PyDataset):
+        return tuple(np.asarray(a) for a in dataset[0])
+    return tuple(np.asarray(a) for a in next(iter(dataset)))
+
+
+def test_pipeline_mixes_training_batches_only_seeded():
+    """Training batches carry soft labels (rows summing to 1, some mixed), the same for the
+    same seed; validation batches keep the integer labels."""
+    data = load_data("shapes:600", seed=0)
+    mix = Mixing(mixup=0.8, cutmix=1.0, prob=1.0, num_classes=data.num_classes)
+    aug = Augmentation(flip=True)
+    images, labels = _first_batch(train_dataset(data.x_train, data.y_train, 64, aug, 3, mix))
+    assert labels.shape == (64, data.num_classes) and images.shape[0] == 64
+    np.testing.assert_allclose(labels.sum(axis=1), 1.0, rtol=1e-5)
+    assert (labels.max(axis=1) < 1.0 - 1e-6).any()  # mixed
+    again = _first_batch(train_dataset(data.x_train, data.y_train, 64, aug, 3, mix))
+    np.testing.assert_array_equal(labels, again[1])
+    np.testing.assert_array_equal(images, again[0])
+    _, plain = _first_batch(eval_dataset(data.x_val, data.y_val, 64))
+    assert plain.ndim == 1 and np.array_equal(plain, data.y_val[:64])
+
+
+@pytest.mark.slow
+def test_tiny_training_with_mixup_cutmix_and_smoothing(tmp_path):
+    """Both mixes on half the batches: trains, recorded; validation scored on plain labels (the
+    saved model's top-1 on the validation split is the last val_accuracy)."""
+    pieces = "mixup=0.8,cutmix=1,mix_prob=0.5,label_smoothing=0.1"
+    options = TrainOptions("vit-lsa", "tiny", "shapes:600", epochs=1, recipe=pieces)
+    out = train(options, out=tmp_path / "run")
+    recipe = preset_from_dict(json.loads((out / "config.json").read_text())["preset"]).train
+    assert (recipe.mixup, recipe.cutmix, recipe.mix_prob) == (0.8, 1.0, 0.5)
+    model = keras.saving.load_model(out / "model.keras", safe_mode=True)
+    data = load_data("shapes:600", seed=0)
+    top1 = evaluate_model(model, data.x_val, data.y_val, 64)["top1"]
+    history = (out / "history.csv").read_text().splitlines()
+    row = dict(zip(history[0].split(","), history[-1].split(","), strict=True))
+    assert top1 == pytest.approx(float(row["val_accuracy"]), abs=1e-6)
+    assert np.isfinite(float(row["loss"]))

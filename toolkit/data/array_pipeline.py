@@ -21,6 +21,8 @@ import math
 import keras
 import numpy as np
 
+from toolkit.data.mixing import Mixing, mix_batch
+
 AUGMENTS = False  # the train step augments (RandomAugment)
 WORKERS = 2  # threads gathering batches ahead of the step (numpy releases the GIL)
 QUEUE = 8  # batches held ready
@@ -59,6 +61,7 @@ class ArrayBatches(keras.utils.PyDataset):
         shuffle_seed: int | None = None,
         multiple: int = 1,
         part: tuple[int, int] = (0, 1),
+        mix: Mixing | None = None,
     ) -> None:
         workers = getattr(x, "workers", WORKERS)  # streamed images: more, as decoding blocks
         super().__init__(workers=workers, use_multiprocessing=False, max_queue_size=QUEUE)
@@ -68,6 +71,7 @@ class ArrayBatches(keras.utils.PyDataset):
         self.shuffle_seed = shuffle_seed
         self.multiple = multiple
         self.part = part
+        self.mix = mix if mix is not None and mix.active else None
         self.epoch = 0
         self.order = self._order()
 
@@ -98,6 +102,9 @@ class ArrayBatches(keras.utils.PyDataset):
             return (images,)
         if pad:
             return images, self.y[idx], weights
+        if self.mix is not None:  # training only: each batch its own seeded draws
+            rng = np.random.default_rng([self.shuffle_seed, self.epoch, index, p])
+            return mix_batch(images, self.y[idx], self.mix, rng)
         return images, self.y[idx]
 
     def on_epoch_end(self) -> None:
@@ -107,10 +114,18 @@ class ArrayBatches(keras.utils.PyDataset):
 
 
 def train_batches(
-    x: np.ndarray, y: np.ndarray, batch_size: int, aug: object = None, seed: int = 0
+    x: np.ndarray,
+    y: np.ndarray,
+    batch_size: int,
+    aug: object = None,
+    seed: int = 0,
+    mix: Mixing | None = None,
 ) -> ArrayBatches:
-    """Shuffled (seeded, new order each epoch) training batches; `aug` is applied in the step."""
-    return ArrayBatches(x, y, batch_size, shuffle_seed=seed, multiple=replicas(), part=shard())
+    """Shuffled (seeded, new order each epoch) training batches; `aug` is applied in the step,
+    `mix` (Mixup/CutMix, soft labels) here."""
+    return ArrayBatches(
+        x, y, batch_size, shuffle_seed=seed, multiple=replicas(), part=shard(), mix=mix
+    )
 
 
 def eval_batches(x: np.ndarray, y: np.ndarray | None, batch_size: int) -> ArrayBatches:

@@ -19,6 +19,7 @@ import keras
 import numpy as np
 
 from toolkit.data.augment import Augmentation
+from toolkit.data.mixing import Mixing
 
 # backend -> module with train_batches, eval_batches and AUGMENTS; others use DEFAULT_PIPELINE
 PIPELINES = {"tensorflow": "toolkit.data.tf_pipeline"}
@@ -36,9 +37,19 @@ def augments_in_pipeline(x: object = None) -> bool:
     return bool(_pipeline(x).AUGMENTS)
 
 
-def train_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, aug: Augmentation, seed: int = 0):
-    """Training batches for `fit`, seeded; augmented only where `augments_in_pipeline()`."""
-    return _pipeline(x).train_batches(x, y, batch_size, aug, seed)
+def train_dataset(
+    x: np.ndarray,
+    y: np.ndarray,
+    batch_size: int,
+    aug: Augmentation,
+    seed: int = 0,
+    mix: Mixing | None = None,
+):
+    """Training batches for `fit`, seeded; augmented only where `augments_in_pipeline()`;
+    with an active `mix`, Mixup/CutMix in the pipeline and soft (one-hot based) labels."""
+    if mix is None or not mix.active:
+        return _pipeline(x).train_batches(x, y, batch_size, aug, seed)
+    return _pipeline(x).train_batches(x, y, batch_size, aug, seed, mix)
 
 
 def eval_dataset(x: np.ndarray, y: np.ndarray | None, batch_size: int):

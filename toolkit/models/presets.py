@@ -67,6 +67,9 @@ class TrainRecipe:
     # the pieces below are off by default: `toolkit train --recipe KEY=VALUE` switches them on
     label_smoothing: float = 0.0  # Keras' categorical cross-entropy label_smoothing
     ema: float | None = None  # momentum of the weights' moving average (AdamW use_ema)
+    mixup: float = 0.0  # Mixup's Beta alpha (keras.layers.MixUp), 0: off
+    cutmix: float = 0.0  # CutMix's factor (keras.layers.CutMix: Beta alpha from U(0, factor))
+    mix_prob: float = 1.0  # the probability a batch is mixed (both on: one of them, half each)
 
 
 @dataclass(frozen=True)
@@ -205,9 +208,9 @@ _VIT = {
 # Implemented here: AdamW, linear warm-up from 1e-6 over 20 of 300 epochs, cosine decay,
 # horizontal flip, random erasing (p = 0.25) and stochastic depth (each preset's drop_path).
 # Implemented but off here (TrainRecipe fields, `toolkit train --recipe`): label smoothing
-# (0.1), model EMA (decay 0.99996). NOT implemented by the toolkit, so NOT part of these presets
-# (training with them does not reproduce the paper's accuracy): RandAugment
-# (rand-m9-mstd0.5-inc1), Mixup (alpha 0.8), CutMix (alpha 1.0), repeated augmentation,
+# (0.1), model EMA (decay 0.99996), Mixup (alpha 0.8), CutMix (1.0). NOT implemented by the
+# toolkit, so NOT part of these presets (training with them does not reproduce the paper's
+# accuracy): RandAugment (rand-m9-mstd0.5-inc1), repeated augmentation,
 # RandomResizedCrop with bicubic resampling (crop_resize (256, 224), a resize and a random
 # 224 crop, stands in for it), the cosine's floor (min lr 1e-5; here it decays to 0) and weight
 # decay left off biases and norms (AdamW here decays every weight).
@@ -411,6 +414,12 @@ def check_recipe(recipe: TrainRecipe) -> None:
         raise UsageError(
             f"label_smoothing {recipe.label_smoothing} must be from 0 (off) to below 1: "
             "pass --recipe label_smoothing=0.1, say"
+        )
+    if recipe.mixup < 0 or not 0.0 <= recipe.cutmix <= 1.0 or not 0.0 <= recipe.mix_prob <= 1.0:
+        raise UsageError(
+            f"mixup {recipe.mixup}, cutmix {recipe.cutmix}, mix_prob {recipe.mix_prob}: mixup is "
+            "0 (off) or more, cutmix (Keras' CutMix factor) and mix_prob 0 to 1: pass --recipe "
+            "mixup=0.8,cutmix=1,mix_prob=0.5, say"
         )
     if recipe.ema is not None and not 0.0 < recipe.ema < 1.0:
         raise UsageError(

@@ -30,6 +30,7 @@ from toolkit.data import (
     train_dataset,
     training_model,
 )
+from toolkit.data.mixing import Mixing
 from toolkit.errors import UsageError
 from toolkit.evaluate import evaluate_compiled, evaluate_model
 from toolkit.models import (
@@ -41,7 +42,7 @@ from toolkit.models import (
     get_preset,
     preset_from_dict,
 )
-from toolkit.models.presets import check_recipe, parse_recipe
+from toolkit.models.presets import TrainRecipe, check_recipe, parse_recipe
 from toolkit.runfolder import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -57,7 +58,7 @@ from toolkit.runfolder import (
 )
 from toolkit.training.cluster import MULTI_PROCESS, Cluster, barrier, connect, fingerprint
 from toolkit.training.history_plot import plot_history
-from toolkit.training.losses import SmoothedCrossentropy
+from toolkit.training.losses import HardAccuracy, HardTopKAccuracy, SmoothedCrossentropy
 from toolkit.training.schedule import WarmupCosine
 from toolkit.training.strategies import (
     PRECISIONS,
@@ -135,6 +136,11 @@ def _validate(options: TrainOptions) -> Preset:
     )
 
 
+def mixing(recipe: TrainRecipe, num_classes: int = 0) -> Mixing:
+    """The Mixup/CutMix of `recipe` for `num_classes` classes."""
+    return Mixing(recipe.mixup, recipe.cutmix, recipe.mix_prob, num_classes)
+
+
 def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit: bool) -> None:
     """Compile `model` as `toolkit train` does (studies/train_throughput times it too):
     AdamW on the warmup-cosine schedule of the preset's recipe (with a moving average of the
@@ -149,8 +155,14 @@ def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit:
         total_steps=total,
     )
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    if recipe.label_smoothing:
+    accuracy, top5 = (
+        keras.metrics.SparseCategoricalAccuracy,
+        keras.metrics.SparseTopKCategoricalAccuracy,
+    )
+    if recipe.label_smoothing or mixing(recipe).active:  # soft labels or smoothing: one-hot CE
         loss = SmoothedCrossentropy(recipe.label_smoothing)
+    if mixing(recipe).active:  # soft training labels: scored by their largest class
+        accuracy, top5 = HardAccuracy, HardTopKAccuracy
     optimizer = keras.optimizers.AdamW(
         learning_rate=schedule,
         weight_decay=recipe.weight_decay,
@@ -161,10 +173,7 @@ def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit:
         optimizer=optimizer,
         loss=loss,
         # weighted: the 0-weight copies that pad a split across replicas do not count
-        weighted_metrics=[
-            keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
-            keras.metrics.SparseTopKCategoricalAccuracy(5, name="top5"),
-        ],
+        weighted_metrics=[accuracy(name="accuracy"), top5(5, name="top5")],
         jit_compile=jit_compile(jit),  # JAX: always compiled
     )
 
@@ -398,7 +407,12 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
             )
         with placement.scope():  # the pipeline splits batches evenly across the replicas
             train_data = train_dataset(
-                data.x_train, data.y_train, batch, preset.train.augmentation, options.seed
+                data.x_train,
+                data.y_train,
+                batch,
+                preset.train.augmentation,
+                options.seed,
+                mixing(preset.train, data.num_classes),  # soft labels for training only
             )
             steps = len(train_data)
             model = build_model(preset, data.image_shape, data.num_classes, norm_stats=norm)
