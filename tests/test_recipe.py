@@ -15,6 +15,8 @@ from toolkit.cli.main import main
 from toolkit.data import eval_dataset, load_data, train_dataset
 from toolkit.data.augment import Augmentation
 from toolkit.data.mixing import Mixing, choose, cutmix, mix_batch, mixup
+from toolkit.data.pipeline import augments_in_pipeline
+from toolkit.data.random_augment import RandomAugment
 from toolkit.errors import UsageError
 from toolkit.evaluate import evaluate_model
 from toolkit.models import get_preset, preset_from_dict
@@ -34,6 +36,7 @@ def test_every_preset_has_the_pieces_off():
         for _, recipe in presets.values():
             assert recipe.label_smoothing == 0.0 and recipe.ema is None
             assert recipe.mixup == 0.0 and recipe.cutmix == 0.0 and recipe.mix_prob == 1.0
+            assert recipe.rand_augment is None
 
 
 def test_label_smoothing_loss_equals_the_formula_for_integer_and_soft_labels():
@@ -88,6 +91,8 @@ def test_recipe_override_is_typed_by_the_field():
     assert parse_recipe("ema=none") == parse_recipe("ema=0") == {"ema": None}
     assert parse_recipe("early_stopping_patience=3") == {"early_stopping_patience": 3}
     assert parse_recipe(None) == {}
+    assert parse_recipe("rand_augment=2:0.9,mixup=0.8") == {"rand_augment": (2, 0.9), "mixup": 0.8}
+    assert parse_recipe("rand_augment=none") == {"rand_augment": None}
     assert "label_smoothing" in recipe_keys() and "augmentation" not in recipe_keys()
 
 
@@ -98,6 +103,7 @@ def test_recipe_override_is_typed_by_the_field():
         ("label_smoothing", "KEY one of"),
         ("ema=high", "ema=high"),
         ("epochs=3", "--epochs"),
+        ("rand_augment=2", "rand_augment=2"),
     ],
 )
 def test_bad_recipe_override_is_one_line(text, words):
@@ -116,6 +122,8 @@ def test_bad_recipe_override_is_one_line(text, words):
         "mixup=-1",
         "cutmix=1.5",
         "mix_prob=2",
+        "rand_augment=0:0.5",
+        "rand_augment=2:1.5",
     ],
 )
 def test_out_of_range_piece_is_refused_before_training(text, tmp_path):
@@ -125,7 +133,7 @@ def test_out_of_range_piece_is_refused_before_training(text, tmp_path):
 
 def test_config_without_the_new_fields_still_loads():
     data = get_preset("vit-lsa", "tiny").to_dict()
-    for key in ("label_smoothing", "ema", "mixup", "cutmix", "mix_prob"):
+    for key in ("label_smoothing", "ema", "mixup", "cutmix", "mix_prob", "rand_augment"):
         del data["train"][key]
     assert preset_from_dict(data) == get_preset("vit-lsa", "tiny")
     recipe = replace(
@@ -135,6 +143,7 @@ def test_config_without_the_new_fields_still_loads():
         mixup=0.8,
         cutmix=1.0,
         mix_prob=0.5,
+        rand_augment=(2, 0.9),
     )
     preset = replace(get_preset("vit-lsa", "tiny"), train=recipe)
     assert preset_from_dict(json.loads(json.dumps(preset.to_dict()))).train == recipe
@@ -273,3 +282,42 @@ def test_tiny_training_with_mixup_cutmix_and_smoothing(tmp_path):
     row = dict(zip(history[0].split(","), history[-1].split(","), strict=True))
     assert top1 == pytest.approx(float(row["val_accuracy"]), abs=1e-6)
     assert np.isfinite(float(row["loss"]))
+
+
+def test_in_step_rand_augment_is_keras_rand_augment():
+    """The RandomAugment layer (JAX's in-step augmentation) runs keras.layers.RandAugment:
+    the same images as the Keras layer with the same seed; identity at inference."""
+    x = np.random.default_rng(2).uniform(0, 255, (4, 16, 16, 3)).astype(np.float32)
+    layer = RandomAugment(rand_augment=(2, 0.9), seed=3)
+    reference = keras.layers.RandAugment(value_range=(0, 255), num_ops=2, factor=0.9, seed=3)
+    got = np.asarray(layer(x, training=True))
+    want = np.clip(np.asarray(reference(x, training=True)), 0, 255)
+    np.testing.assert_allclose(got, want, atol=1e-3)
+    assert not np.allclose(got, x)
+    np.testing.assert_array_equal(np.asarray(layer(x, training=False)), x)
+    assert RandomAugment.from_config(layer.get_config()).rand_augment == (2, 0.9)
+
+
+def test_pipeline_rand_augments_training_batches_seeded():
+    """On TensorFlow tf.data runs RandAugment (the same batches for the same seed); elsewhere
+    the batches are plain and the step augments (the test above)."""
+    data = load_data("shapes:600", seed=0)
+    aug = Augmentation()
+    plain = _first_batch(train_dataset(data.x_train, data.y_train, 32, aug, 4))
+    first = _first_batch(train_dataset(data.x_train, data.y_train, 32, aug, 4, None, (2, 0.9)))
+    again = _first_batch(train_dataset(data.x_train, data.y_train, 32, aug, 4, None, (2, 0.9)))
+    np.testing.assert_array_equal(first[1], plain[1])
+    np.testing.assert_array_equal(first[0], again[0])
+    assert (not np.array_equal(first[0], plain[0])) == augments_in_pipeline(data.x_train)
+    assert first[0].min() >= 0 and first[0].max() <= 255
+
+
+@pytest.mark.slow
+def test_tiny_training_with_rand_augment(tmp_path):
+    """RandAugment on (tf.data on TensorFlow, in the compiled step on JAX): trains, recorded."""
+    options = TrainOptions("shiftvit", "tiny", "shapes:600", epochs=1, recipe="rand_augment=2:0.5")
+    out = train(options, out=tmp_path / "run")
+    config = json.loads((out / "config.json").read_text())
+    assert preset_from_dict(config["preset"]).train.rand_augment == (2, 0.5)
+    keras.saving.load_model(out / "model.keras", safe_mode=True)
+    assert np.isfinite(json.loads((out / "metrics.json").read_text())["test_top1"])

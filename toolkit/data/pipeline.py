@@ -44,12 +44,15 @@ def train_dataset(
     aug: Augmentation,
     seed: int = 0,
     mix: Mixing | None = None,
+    rand_augment: tuple[int, float] | None = None,
 ):
-    """Training batches for `fit`, seeded; augmented only where `augments_in_pipeline()`;
-    with an active `mix`, Mixup/CutMix in the pipeline and soft (one-hot based) labels."""
-    if mix is None or not mix.active:
-        return _pipeline(x).train_batches(x, y, batch_size, aug, seed)
-    return _pipeline(x).train_batches(x, y, batch_size, aug, seed, mix)
+    """Training batches for `fit`, seeded; augmented (and RandAugment-ed) only where
+    `augments_in_pipeline()`; with an active `mix`, Mixup/CutMix in the pipeline and soft
+    (one-hot based) labels."""
+    extra = {"mix": mix} if mix is not None and mix.active else {}
+    if rand_augment and augments_in_pipeline(x):
+        extra["rand_augment"] = rand_augment
+    return _pipeline(x).train_batches(x, y, batch_size, aug, seed, **extra)
 
 
 def eval_dataset(x: np.ndarray, y: np.ndarray | None, batch_size: int):
@@ -58,14 +61,20 @@ def eval_dataset(x: np.ndarray, y: np.ndarray | None, batch_size: int):
 
 
 def training_model(
-    model: keras.Model, aug: Augmentation, seed: int = 0, x: object = None
+    model: keras.Model,
+    aug: Augmentation,
+    seed: int = 0,
+    x: object = None,
+    rand_augment: tuple[int, float] | None = None,
 ) -> keras.Model:
     """What `fit` trains on images `x`: `model` itself when the pipeline augments, else `model`
-    behind a RandomAugment layer (same weights; identity at inference: validation unaugmented)."""
-    if augments_in_pipeline(x) or not aug.active:
+    behind a RandomAugment layer (same weights; identity at inference: validation unaugmented),
+    which also runs keras.layers.RandAugment when `rand_augment` is (num_ops, factor)."""
+    if augments_in_pipeline(x) or not (aug.active or rand_augment):
         return model
     from toolkit.data.random_augment import RandomAugment
 
     inputs = keras.Input(model.input_shape[1:], name="images")
-    augmented = RandomAugment.of(aug, seed=seed, name="augment")(inputs)
+    layer = RandomAugment.of(aug, seed=seed, rand_augment=rand_augment, name="augment")
+    augmented = layer(inputs)
     return keras.Model(inputs, model(augmented), name=f"{model.name}_train")

@@ -34,12 +34,15 @@ def train_batches(
     aug: Augmentation,
     seed: int = 0,
     mix: Mixing | None = None,
+    rand_augment: tuple[int, float] | None = None,
 ) -> tf.data.Dataset:
-    """Seeded shuffle (new order each epoch), batch, augment in parallel, mix, prefetch.
+    """Seeded shuffle (new order each epoch), batch, augment in parallel, RandAugment, mix,
+    prefetch.
 
     Each batch gets its own stateless augmentation seed, so a given `seed` reproduces the
-    whole stream, epoch after epoch, despite the parallel map. Mixing (`mix`, soft labels)
-    runs after augmentation, in order: Keras' MixUp/CutMix draw from their seeded generators.
+    whole stream, epoch after epoch, despite the parallel map. keras.layers.RandAugment
+    (`rand_augment`: num_ops, factor) and mixing (`mix`, soft labels) run after it, batch after
+    batch in order: Keras' layers draw from their seeded generators.
     """
     gather = _gatherer(x, y)
     fn = augment_fn(aug, int(x.shape[1]), seed)
@@ -57,6 +60,14 @@ def train_batches(
         loaded = tf.data.Dataset.zip(batches, seeds).map(
             load, num_parallel_calls=AUTOTUNE, deterministic=True
         )
+    if rand_augment:
+        import keras
+
+        num_ops, factor = rand_augment
+        rand = keras.layers.RandAugment(
+            value_range=(0, 255), num_ops=num_ops, factor=factor, seed=seed, dtype="float32"
+        )
+        loaded = loaded.map(lambda images, labels: (rand(images, training=True), labels))
     if mix is not None and mix.active:
         draws = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True).batch(2)
         loaded = tf.data.Dataset.zip(loaded, draws).map(mixer(mix, seed))

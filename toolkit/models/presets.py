@@ -70,6 +70,7 @@ class TrainRecipe:
     mixup: float = 0.0  # Mixup's Beta alpha (keras.layers.MixUp), 0: off
     cutmix: float = 0.0  # CutMix's factor (keras.layers.CutMix: Beta alpha from U(0, factor))
     mix_prob: float = 1.0  # the probability a batch is mixed (both on: one of them, half each)
+    rand_augment: tuple[int, float] | None = None  # keras.layers.RandAugment (num_ops, factor)
 
 
 @dataclass(frozen=True)
@@ -208,9 +209,9 @@ _VIT = {
 # Implemented here: AdamW, linear warm-up from 1e-6 over 20 of 300 epochs, cosine decay,
 # horizontal flip, random erasing (p = 0.25) and stochastic depth (each preset's drop_path).
 # Implemented but off here (TrainRecipe fields, `toolkit train --recipe`): label smoothing
-# (0.1), model EMA (decay 0.99996), Mixup (alpha 0.8), CutMix (1.0). NOT implemented by the
-# toolkit, so NOT part of these presets (training with them does not reproduce the paper's
-# accuracy): RandAugment (rand-m9-mstd0.5-inc1), repeated augmentation,
+# (0.1), model EMA (decay 0.99996), Mixup (alpha 0.8), CutMix (1.0), RandAugment (Keras' ops,
+# not timm's rand-m9-mstd0.5-inc1). NOT implemented by the toolkit, so NOT part of these
+# presets (training with them does not reproduce the paper's accuracy): repeated augmentation,
 # RandomResizedCrop with bicubic resampling (crop_resize (256, 224), a resize and a random
 # 224 crop, stands in for it), the cosine's floor (min lr 1e-5; here it decays to 0) and weight
 # decay left off biases and norms (AdamW here decays every weight).
@@ -338,6 +339,9 @@ def preset_from_dict(data: dict) -> Preset:
     arch = arch_cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data["arch"].items()})
     train = dict(data["train"])
     train["augmentation"] = Augmentation.from_dict(train["augmentation"])
+    if train.get("rand_augment") is not None:  # a JSON list
+        num_ops, factor = train["rand_augment"]
+        train["rand_augment"] = (int(num_ops), float(factor))
     # config.json files older than a recipe piece lack its field: TrainRecipe's default (off)
     return Preset(model=data["model"], name=data["name"], arch=arch, train=TrainRecipe(**train))
 
@@ -358,6 +362,12 @@ def _convert(key: str, text: str, kind: object) -> object:
         if text.lower() in ("none", "off", "0", "0.0"):
             return None
         kind = next(a for a in args if a is not type(None))
+    if typing.get_origin(kind) is tuple:  # N:M
+        parts = text.split(":")
+        types = typing.get_args(kind)
+        if len(parts) != len(types):
+            raise ValueError(text)
+        return tuple(t(part) for t, part in zip(types, parts, strict=True))
     if kind is bool:
         if text.lower() not in ("true", "false", "1", "0", "on", "off"):
             raise ValueError(text)
@@ -420,6 +430,13 @@ def check_recipe(recipe: TrainRecipe) -> None:
             f"mixup {recipe.mixup}, cutmix {recipe.cutmix}, mix_prob {recipe.mix_prob}: mixup is "
             "0 (off) or more, cutmix (Keras' CutMix factor) and mix_prob 0 to 1: pass --recipe "
             "mixup=0.8,cutmix=1,mix_prob=0.5, say"
+        )
+    if recipe.rand_augment is not None and (
+        recipe.rand_augment[0] < 1 or not 0.0 <= recipe.rand_augment[1] <= 1.0
+    ):
+        raise UsageError(
+            f"rand_augment {recipe.rand_augment} is (num_ops >= 1, factor 0 to 1): pass --recipe "
+            "rand_augment=2:0.9, say, or rand_augment=none (off)"
         )
     if recipe.ema is not None and not 0.0 < recipe.ema < 1.0:
         raise UsageError(

@@ -413,11 +413,16 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
                 preset.train.augmentation,
                 options.seed,
                 mixing(preset.train, data.num_classes),  # soft labels for training only
+                preset.train.rand_augment,
             )
             steps = len(train_data)
             model = build_model(preset, data.image_shape, data.num_classes, norm_stats=norm)
             fit_model = training_model(
-                model, preset.train.augmentation, options.seed, x=data.x_train
+                model,
+                preset.train.augmentation,
+                options.seed,
+                x=data.x_train,
+                rand_augment=preset.train.rand_augment,
             )
             compile_model(fit_model, preset, steps, options.jit)
         if writer:
