@@ -36,7 +36,7 @@ def test_every_preset_has_the_pieces_off():
         for _, recipe in presets.values():
             assert recipe.label_smoothing == 0.0 and recipe.ema is None
             assert recipe.mixup == 0.0 and recipe.cutmix == 0.0 and recipe.mix_prob == 1.0
-            assert recipe.rand_augment is None
+            assert recipe.rand_augment is None and recipe.repeat_augment == 1
 
 
 def test_label_smoothing_loss_equals_the_formula_for_integer_and_soft_labels():
@@ -124,6 +124,7 @@ def test_bad_recipe_override_is_one_line(text, words):
         "mix_prob=2",
         "rand_augment=0:0.5",
         "rand_augment=2:1.5",
+        "repeat_augment=-1",
     ],
 )
 def test_out_of_range_piece_is_refused_before_training(text, tmp_path):
@@ -133,7 +134,15 @@ def test_out_of_range_piece_is_refused_before_training(text, tmp_path):
 
 def test_config_without_the_new_fields_still_loads():
     data = get_preset("vit-lsa", "tiny").to_dict()
-    for key in ("label_smoothing", "ema", "mixup", "cutmix", "mix_prob", "rand_augment"):
+    for key in (
+        "label_smoothing",
+        "ema",
+        "mixup",
+        "cutmix",
+        "mix_prob",
+        "rand_augment",
+        "repeat_augment",
+    ):
         del data["train"][key]
     assert preset_from_dict(data) == get_preset("vit-lsa", "tiny")
     recipe = replace(
@@ -144,6 +153,7 @@ def test_config_without_the_new_fields_still_loads():
         cutmix=1.0,
         mix_prob=0.5,
         rand_augment=(2, 0.9),
+        repeat_augment=3,
     )
     preset = replace(get_preset("vit-lsa", "tiny"), train=recipe)
     assert preset_from_dict(json.loads(json.dumps(preset.to_dict()))).train == recipe
@@ -320,4 +330,53 @@ def test_tiny_training_with_rand_augment(tmp_path):
     config = json.loads((out / "config.json").read_text())
     assert preset_from_dict(config["preset"]).train.rand_augment == (2, 0.5)
     keras.saving.load_model(out / "model.keras", safe_mode=True)
+    assert np.isfinite(json.loads((out / "metrics.json").read_text())["test_top1"])
+
+
+def _epoch(dataset) -> list[tuple[np.ndarray, ...]]:
+    if isinstance(dataset, keras.utils.PyDataset):
+        return [tuple(np.asarray(a) for a in dataset[i]) for i in range(len(dataset))]
+    return [tuple(np.asarray(a) for a in batch) for batch in dataset]
+
+
+def test_repeated_augmentation_draws_each_image_n_times_an_epoch_of_the_same_size():
+    """DeiT's RASampler on one device: 1/3 of the images, each 3 times in a row; the epoch's
+    count unchanged; another draw the next epoch; unaugmented copies equal."""
+    n = 60
+    x = np.broadcast_to(np.arange(n, dtype=np.uint8)[:, None, None, None], (n, 4, 4, 3)).copy()
+    y = np.arange(n) % 3
+    dataset = train_dataset(x, y, 12, Augmentation(), 5, None, None, 3)
+    seen = []
+    for epoch in range(2):
+        if isinstance(dataset, keras.utils.PyDataset) and epoch:
+            dataset.on_epoch_end()
+        ids = np.concatenate([images[:, 0, 0, 0] for images, _ in _epoch(dataset)]).astype(int)
+        assert len(ids) == n
+        assert (ids.reshape(-1, 3) == ids[::3, None]).all()  # copies in a row
+        assert len(set(ids)) == n // 3
+        seen.append(set(ids))
+    assert seen[0] != seen[1]
+
+
+def test_repeated_copies_are_augmented_differently():
+    """Copies of an image in a batch get their own draws (tf.data here; the in-step layer
+    draws per image on JAX)."""
+    data = load_data("shapes:600", seed=0)
+    aug = Augmentation(flip=True, crop_resize=(40, 32), rotation=0.05)
+    if not augments_in_pipeline(data.x_train):
+        images = RandomAugment.of(aug, seed=1)(np.repeat(data.x_train[:4], 2, 0), training=True)
+    else:
+        images = _first_batch(train_dataset(data.x_train, data.y_train, 8, aug, 1, None, None, 2))[
+            0
+        ]
+    images = np.asarray(images)
+    assert not any(np.allclose(images[i], images[i + 1]) for i in range(0, 8, 2))
+
+
+@pytest.mark.slow
+def test_tiny_training_with_repeated_augmentation(tmp_path):
+    options = TrainOptions("shiftvit", "tiny", "shapes:600", epochs=1, recipe="repeat_augment=3")
+    out = train(options, out=tmp_path / "run")
+    config = json.loads((out / "config.json").read_text())
+    assert preset_from_dict(config["preset"]).train.repeat_augment == 3
     assert np.isfinite(json.loads((out / "metrics.json").read_text())["test_top1"])

@@ -62,6 +62,7 @@ class ArrayBatches(keras.utils.PyDataset):
         multiple: int = 1,
         part: tuple[int, int] = (0, 1),
         mix: Mixing | None = None,
+        repeats: int = 1,
     ) -> None:
         workers = getattr(x, "workers", WORKERS)  # streamed images: more, as decoding blocks
         super().__init__(workers=workers, use_multiprocessing=False, max_queue_size=QUEUE)
@@ -72,6 +73,7 @@ class ArrayBatches(keras.utils.PyDataset):
         self.multiple = multiple
         self.part = part
         self.mix = mix if mix is not None and mix.active else None
+        self.repeats = max(repeats, 1)
         self.epoch = 0
         self.order = self._order()
 
@@ -79,6 +81,8 @@ class ArrayBatches(keras.utils.PyDataset):
         if self.shuffle_seed is None:
             return np.arange(len(self.x))
         order = np.random.default_rng([self.shuffle_seed, self.epoch]).permutation(len(self.x))
+        if self.repeats > 1:  # repeated augmentation: 1 / repeats of the images, each repeated
+            order = np.repeat(order[: -(-len(order) // self.repeats)], self.repeats)[: len(order)]
         whole = self.batch_size if len(order) >= self.batch_size else self.multiple
         return order[: len(order) - len(order) % whole]
 
@@ -120,11 +124,19 @@ def train_batches(
     aug: object = None,
     seed: int = 0,
     mix: Mixing | None = None,
+    repeats: int = 1,
 ) -> ArrayBatches:
     """Shuffled (seeded, new order each epoch) training batches; `aug` is applied in the step,
-    `mix` (Mixup/CutMix, soft labels) here."""
+    `mix` (Mixup/CutMix, soft labels) here; `repeats` copies of each drawn image (consecutive)."""
     return ArrayBatches(
-        x, y, batch_size, shuffle_seed=seed, multiple=replicas(), part=shard(), mix=mix
+        x,
+        y,
+        batch_size,
+        shuffle_seed=seed,
+        multiple=replicas(),
+        part=shard(),
+        mix=mix,
+        repeats=repeats,
     )
 
 

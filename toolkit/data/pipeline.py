@@ -45,11 +45,15 @@ def train_dataset(
     seed: int = 0,
     mix: Mixing | None = None,
     rand_augment: tuple[int, float] | None = None,
+    repeats: int = 1,
 ):
     """Training batches for `fit`, seeded; augmented (and RandAugment-ed) only where
     `augments_in_pipeline()`; with an active `mix`, Mixup/CutMix in the pipeline and soft
-    (one-hot based) labels."""
-    extra = {"mix": mix} if mix is not None and mix.active else {}
+    (one-hot based) labels; `repeats` > 1: repeated augmentation (DeiT's RASampler), an
+    epoch of len(x) images holding len(x) / repeats of them, each `repeats` times."""
+    extra: dict = {"mix": mix} if mix is not None and mix.active else {}
+    if repeats > 1:  # repeated augmentation: each drawn image `repeats` times, consecutively
+        extra["repeats"] = repeats
     if rand_augment and augments_in_pipeline(x):
         extra["rand_augment"] = rand_augment
     return _pipeline(x).train_batches(x, y, batch_size, aug, seed, **extra)

@@ -35,6 +35,7 @@ def train_batches(
     seed: int = 0,
     mix: Mixing | None = None,
     rand_augment: tuple[int, float] | None = None,
+    repeats: int = 1,
 ) -> tf.data.Dataset:
     """Seeded shuffle (new order each epoch), batch, augment in parallel, RandAugment, mix,
     prefetch.
@@ -42,11 +43,19 @@ def train_batches(
     Each batch gets its own stateless augmentation seed, so a given `seed` reproduces the
     whole stream, epoch after epoch, despite the parallel map. keras.layers.RandAugment
     (`rand_augment`: num_ops, factor) and mixing (`mix`, soft labels) run after it, batch after
-    batch in order: Keras' layers draw from their seeded generators.
+    batch in order: Keras' layers draw from their seeded generators. `repeats` > 1: each drawn
+    image that many times in a row (repeated augmentation), len(x) images an epoch all the same.
     """
     gather = _gatherer(x, y)
     fn = augment_fn(aug, int(x.shape[1]), seed)
     order = tf.data.Dataset.range(len(x)).shuffle(len(x), seed=seed, reshuffle_each_iteration=True)
+    if repeats > 1:  # repeated augmentation: 1 / repeats of the images, each `repeats` times
+
+        def copies(i: tf.Tensor) -> tf.data.Dataset:
+            return tf.data.Dataset.from_tensors(i).repeat(repeats)
+
+        order = order.take(-(-len(x) // repeats)).flat_map(copies).take(len(x))
+        order = order.apply(tf.data.experimental.assert_cardinality(len(x)))  # len() of epochs
     batches = order.batch(batch_size, drop_remainder=False)
     if not aug.active:
         loaded = batches.map(gather, num_parallel_calls=AUTOTUNE)

@@ -71,6 +71,7 @@ class TrainRecipe:
     cutmix: float = 0.0  # CutMix's factor (keras.layers.CutMix: Beta alpha from U(0, factor))
     mix_prob: float = 1.0  # the probability a batch is mixed (both on: one of them, half each)
     rand_augment: tuple[int, float] | None = None  # keras.layers.RandAugment (num_ops, factor)
+    repeat_augment: int = 1  # each image N times an epoch, differently augmented (1: off)
 
 
 @dataclass(frozen=True)
@@ -210,11 +211,11 @@ _VIT = {
 # horizontal flip, random erasing (p = 0.25) and stochastic depth (each preset's drop_path).
 # Implemented but off here (TrainRecipe fields, `toolkit train --recipe`): label smoothing
 # (0.1), model EMA (decay 0.99996), Mixup (alpha 0.8), CutMix (1.0), RandAugment (Keras' ops,
-# not timm's rand-m9-mstd0.5-inc1). NOT implemented by the toolkit, so NOT part of these
-# presets (training with them does not reproduce the paper's accuracy): repeated augmentation,
-# RandomResizedCrop with bicubic resampling (crop_resize (256, 224), a resize and a random
-# 224 crop, stands in for it), the cosine's floor (min lr 1e-5; here it decays to 0) and weight
-# decay left off biases and norms (AdamW here decays every weight).
+# not timm's rand-m9-mstd0.5-inc1), repeated augmentation (x3). NOT implemented by the
+# toolkit, so NOT part of these presets (training with them does not reproduce the paper's
+# accuracy): RandomResizedCrop with bicubic resampling (crop_resize (256, 224), a resize and
+# a random 224 crop, stands in for it), the cosine's floor (min lr 1e-5; here it decays to 0)
+# and weight decay left off biases and norms (AdamW here decays every weight).
 _PAPER_TRAIN = TrainRecipe(
     batch_size=1024,
     epochs=300,
@@ -437,6 +438,11 @@ def check_recipe(recipe: TrainRecipe) -> None:
         raise UsageError(
             f"rand_augment {recipe.rand_augment} is (num_ops >= 1, factor 0 to 1): pass --recipe "
             "rand_augment=2:0.9, say, or rand_augment=none (off)"
+        )
+    if recipe.repeat_augment < 0:
+        raise UsageError(
+            f"repeat_augment {recipe.repeat_augment} is how many copies of each image an epoch "
+            "holds: pass --recipe repeat_augment=3, say, or 1 (off)"
         )
     if recipe.ema is not None and not 0.0 < recipe.ema < 1.0:
         raise UsageError(

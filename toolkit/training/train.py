@@ -414,6 +414,7 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
                 options.seed,
                 mixing(preset.train, data.num_classes),  # soft labels for training only
                 preset.train.rand_augment,
+                preset.train.repeat_augment,
             )
             steps = len(train_data)
             model = build_model(preset, data.image_shape, data.num_classes, norm_stats=norm)
