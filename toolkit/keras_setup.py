@@ -18,4 +18,5 @@ def setup_keras() -> None:
         import_tensorflow_quietly()
     import toolkit.models.position  # noqa: F401  (registers the position embeddings)
     import toolkit.ops  # noqa: F401  (registers every custom layer)
+    import toolkit.training.losses  # noqa: F401  (registers the label-smoothing loss)
     import toolkit.training.schedule  # noqa: F401  (registers the learning-rate schedule)

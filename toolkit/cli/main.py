@@ -49,6 +49,13 @@ def _add_train(p: argparse.ArgumentParser) -> None:
         "--strategy may change)",
     )
     p.add_argument("--seed", type=int, help="data split, shuffling and init seed (default 0)")
+    p.add_argument(
+        "--recipe",
+        metavar="KEY=VALUE[,KEY=VALUE...]",
+        help="set TrainRecipe fields over the preset's, e.g. label_smoothing=0.1,ema=0.999 "
+        "switch those pieces on; 0 or none switches one off (the keys: docs/presets.md, "
+        "'Recipe pieces'; with --resume: the run's)",
+    )
     p.add_argument("--author", help="who made the model: the exported .tflite metadata's author")
     p.add_argument("--license", help="its terms of use: the exported .tflite metadata's license")
     p.add_argument(

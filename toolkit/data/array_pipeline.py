@@ -23,6 +23,8 @@ import math
 import keras
 import numpy as np
 
+from toolkit.data.mixing import Mixing, mix_batch
+
 AUGMENTS = False  # the train step augments (RandomAugment)
 WORKERS = 2  # threads gathering batches ahead of the step (numpy releases the GIL)
 QUEUE = 8  # batches held ready
@@ -61,6 +63,8 @@ class ArrayBatches(keras.utils.PyDataset):
         shuffle_seed: int | None = None,
         multiple: int = 1,
         part: tuple[int, int] = (0, 1),
+        mix: Mixing | None = None,
+        repeats: int = 1,
     ) -> None:
         workers = getattr(x, "workers", WORKERS)  # streamed images: more, as decoding blocks
         super().__init__(workers=workers, use_multiprocessing=False, max_queue_size=QUEUE)
@@ -70,6 +74,8 @@ class ArrayBatches(keras.utils.PyDataset):
         self.shuffle_seed = shuffle_seed
         self.multiple = multiple
         self.part = part
+        self.mix = mix if mix is not None and mix.active else None
+        self.repeats = max(repeats, 1)
         self.epoch = 0
         self.order = self._order()
         last = len(self.order) - (len(self) - 1) * batch_size  # the same size every epoch
@@ -79,6 +85,8 @@ class ArrayBatches(keras.utils.PyDataset):
         if self.shuffle_seed is None:
             return np.arange(len(self.x))
         order = np.random.default_rng([self.shuffle_seed, self.epoch]).permutation(len(self.x))
+        if self.repeats > 1:  # repeated augmentation: 1 / repeats of the images, each repeated
+            order = np.repeat(order[: -(-len(order) // self.repeats)], self.repeats)[: len(order)]
         whole = self.batch_size if len(order) >= self.batch_size else self.multiple
         return order[: len(order) - len(order) % whole]
 
@@ -102,6 +110,9 @@ class ArrayBatches(keras.utils.PyDataset):
             return (images,)
         if self.weighted:  # every batch: one structure for the whole dataset
             return images, self.y[idx], weights
+        if self.mix is not None:  # training only: each batch its own seeded draws
+            rng = np.random.default_rng([self.shuffle_seed, self.epoch, index, p])
+            return mix_batch(images, self.y[idx], self.mix, rng)
         return images, self.y[idx]
 
     def on_epoch_end(self) -> None:
@@ -111,10 +122,26 @@ class ArrayBatches(keras.utils.PyDataset):
 
 
 def train_batches(
-    x: np.ndarray, y: np.ndarray, batch_size: int, aug: object = None, seed: int = 0
+    x: np.ndarray,
+    y: np.ndarray,
+    batch_size: int,
+    aug: object = None,
+    seed: int = 0,
+    mix: Mixing | None = None,
+    repeats: int = 1,
 ) -> ArrayBatches:
-    """Shuffled (seeded, new order each epoch) training batches; `aug` is applied in the step."""
-    return ArrayBatches(x, y, batch_size, shuffle_seed=seed, multiple=replicas(), part=shard())
+    """Shuffled (seeded, new order each epoch) training batches; `aug` is applied in the step,
+    `mix` (Mixup/CutMix, soft labels) here; `repeats` copies of each drawn image (consecutive)."""
+    return ArrayBatches(
+        x,
+        y,
+        batch_size,
+        shuffle_seed=seed,
+        multiple=replicas(),
+        part=shard(),
+        mix=mix,
+        repeats=repeats,
+    )
 
 
 def eval_batches(x: np.ndarray, y: np.ndarray | None, batch_size: int) -> ArrayBatches:

@@ -19,6 +19,7 @@ import keras
 import numpy as np
 
 from toolkit.data.augment import Augmentation
+from toolkit.data.mixing import Mixing
 
 # backend -> module with train_batches, eval_batches and AUGMENTS; others use DEFAULT_PIPELINE
 PIPELINES = {"tensorflow": "toolkit.data.tf_pipeline"}
@@ -36,9 +37,26 @@ def augments_in_pipeline(x: object = None) -> bool:
     return bool(_pipeline(x).AUGMENTS)
 
 
-def train_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, aug: Augmentation, seed: int = 0):
-    """Training batches for `fit`, seeded; augmented only where `augments_in_pipeline()`."""
-    return _pipeline(x).train_batches(x, y, batch_size, aug, seed)
+def train_dataset(
+    x: np.ndarray,
+    y: np.ndarray,
+    batch_size: int,
+    aug: Augmentation,
+    seed: int = 0,
+    mix: Mixing | None = None,
+    rand_augment: tuple[int, float] | None = None,
+    repeats: int = 1,
+):
+    """Training batches for `fit`, seeded; augmented (and RandAugment-ed) only where
+    `augments_in_pipeline()`; with an active `mix`, Mixup/CutMix in the pipeline and soft
+    (one-hot based) labels; `repeats` > 1: repeated augmentation (DeiT's RASampler), an
+    epoch of len(x) images holding len(x) / repeats of them, each `repeats` times."""
+    extra: dict = {"mix": mix} if mix is not None and mix.active else {}
+    if repeats > 1:  # repeated augmentation: each drawn image `repeats` times, consecutively
+        extra["repeats"] = repeats
+    if rand_augment and augments_in_pipeline(x):
+        extra["rand_augment"] = rand_augment
+    return _pipeline(x).train_batches(x, y, batch_size, aug, seed, **extra)
 
 
 def eval_dataset(x: np.ndarray, y: np.ndarray | None, batch_size: int):
@@ -47,14 +65,20 @@ def eval_dataset(x: np.ndarray, y: np.ndarray | None, batch_size: int):
 
 
 def training_model(
-    model: keras.Model, aug: Augmentation, seed: int = 0, x: object = None
+    model: keras.Model,
+    aug: Augmentation,
+    seed: int = 0,
+    x: object = None,
+    rand_augment: tuple[int, float] | None = None,
 ) -> keras.Model:
     """What `fit` trains on images `x`: `model` itself when the pipeline augments, else `model`
-    behind a RandomAugment layer (same weights; identity at inference: validation unaugmented)."""
-    if augments_in_pipeline(x) or not aug.active:
+    behind a RandomAugment layer (same weights; identity at inference: validation unaugmented),
+    which also runs keras.layers.RandAugment when `rand_augment` is (num_ops, factor)."""
+    if augments_in_pipeline(x) or not (aug.active or rand_augment):
         return model
     from toolkit.data.random_augment import RandomAugment
 
     inputs = keras.Input(model.input_shape[1:], name="images")
-    augmented = RandomAugment.of(aug, seed=seed, name="augment")(inputs)
+    layer = RandomAugment.of(aug, seed=seed, rand_augment=rand_augment, name="augment")
+    augmented = layer(inputs)
     return keras.Model(inputs, model(augmented), name=f"{model.name}_train")

@@ -31,6 +31,7 @@ class RandomAugment(keras.layers.Layer):
         zoom: float = 0.0,
         erasing: float = 0.0,
         seed: int | None = None,
+        rand_augment: tuple[int, float] | None = None,
         **kwargs,
     ) -> None:
         kwargs["dtype"] = "float32"
@@ -44,16 +45,44 @@ class RandomAugment(keras.layers.Layer):
         )
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
+        self.rand_augment = tuple(rand_augment) if rand_augment else None
+        self.rand_augment_layer = None
+        if self.rand_augment:
+            num_ops, factor = self.rand_augment
+            self.rand_augment_layer = keras.layers.RandAugment(
+                value_range=(0, 255),
+                num_ops=int(num_ops),
+                factor=float(factor),
+                seed=seed,
+                dtype="float32",
+            )
+            # RandomTranslation and the like say no to XLA for TensorFlow's image-transform op;
+            # on JAX (and torch) their ops compile: RandAugment runs inside the compiled step
+            if keras.backend.backend() != "tensorflow":
+                for layer in self.rand_augment_layer._flatten_layers():
+                    layer.supports_jit = True
 
     @classmethod
-    def of(cls, augmentation: Augmentation, seed: int | None = None, **kwargs) -> RandomAugment:
-        """The layer applying `augmentation`."""
-        return cls(**augmentation.to_dict(), seed=seed, **kwargs)
+    def of(
+        cls,
+        augmentation: Augmentation,
+        seed: int | None = None,
+        rand_augment: tuple[int, float] | None = None,
+        **kwargs,
+    ) -> RandomAugment:
+        """The layer applying `augmentation` (and keras.layers.RandAugment when given)."""
+        return cls(**augmentation.to_dict(), seed=seed, rand_augment=rand_augment, **kwargs)
+
+    def build(self, input_shape: tuple) -> None:
+        """Build the RandAugment sublayer, if any."""
+        if self.rand_augment_layer is not None:
+            self.rand_augment_layer.build(input_shape)
+        super().build(input_shape)
 
     def call(self, images, training: bool | None = None):
         """Augment in training, pass through otherwise."""
         aug = self.augmentation
-        if not training or not aug.active:
+        if not training or not (aug.active or self.rand_augment_layer):
             return images
         _, height, width, _ = images.shape
         batch = ops.shape(images)[0]
@@ -75,6 +104,8 @@ class RandomAugment(keras.layers.Layer):
             )
             transforms = rotate_zoom_transforms(angles, zooms[0], zooms[1], height, width)
             images = affine_warp(images, transforms, "reflect")
+        if self.rand_augment_layer is not None:  # (num_ops, factor): Keras' RandAugment
+            images = self.rand_augment_layer(images, training=True)
         if aug.erasing > 0:
             draws = keras.random.uniform((batch, erasing.DRAWS), seed=self.seed_generator)
             noise = keras.random.uniform(ops.shape(images), 0.0, 255.0, seed=self.seed_generator)
@@ -87,4 +118,5 @@ class RandomAugment(keras.layers.Layer):
 
     def get_config(self) -> dict:
         """Constructor arguments only."""
-        return {**super().get_config(), **self.augmentation.to_dict(), "seed": self.seed}
+        config = {**super().get_config(), **self.augmentation.to_dict(), "seed": self.seed}
+        return {**config, "rand_augment": self.rand_augment}

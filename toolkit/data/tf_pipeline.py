@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from toolkit.data.augment import Augmentation
+from toolkit.data.mixing import Mixing, choose
 from toolkit.data.stream import FolderImages, is_streamed
 from toolkit.data.tf_augment import augment_fn
 
@@ -27,31 +28,99 @@ STREAM_THREADS = 2  # a streamed pipeline's own thread pool (2-core EPYC: 2 and 
 
 
 def train_batches(
-    x: np.ndarray, y: np.ndarray, batch_size: int, aug: Augmentation, seed: int = 0
+    x: np.ndarray,
+    y: np.ndarray,
+    batch_size: int,
+    aug: Augmentation,
+    seed: int = 0,
+    mix: Mixing | None = None,
+    rand_augment: tuple[int, float] | None = None,
+    repeats: int = 1,
 ) -> tf.data.Dataset:
-    """Seeded shuffle (new order each epoch), batch, augment in parallel, prefetch.
+    """Seeded shuffle (new order each epoch), batch, augment in parallel, RandAugment, mix,
+    prefetch.
 
     Each batch gets its own stateless augmentation seed, so a given `seed` reproduces the
-    whole stream, epoch after epoch, despite the parallel map.
+    whole stream, epoch after epoch, despite the parallel map. keras.layers.RandAugment
+    (`rand_augment`: num_ops, factor) and mixing (`mix`, soft labels) run after it, batch after
+    batch in order: Keras' layers draw from their seeded generators. `repeats` > 1: each drawn
+    image that many times in a row (repeated augmentation), len(x) images an epoch all the same.
     """
     gather = _gatherer(x, y)
     fn = augment_fn(aug, int(x.shape[1]), seed)
     order = tf.data.Dataset.range(len(x)).shuffle(len(x), seed=seed, reshuffle_each_iteration=True)
+    if repeats > 1:  # repeated augmentation: 1 / repeats of the images, each `repeats` times
+
+        def copies(i: tf.Tensor) -> tf.data.Dataset:
+            return tf.data.Dataset.from_tensors(i).repeat(repeats)
+
+        order = order.take(-(-len(x) // repeats)).flat_map(copies).take(len(x))
+        order = order.apply(tf.data.experimental.assert_cardinality(len(x)))  # len() of epochs
     batches = order.batch(batch_size, drop_remainder=False)
     if not aug.active:
-        return _threads(batches.map(gather, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE), x)
-    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+        loaded = batches.map(gather, num_parallel_calls=AUTOTUNE)
+    else:
+        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
 
-    def load(idx: tf.Tensor, batch_seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        batch_x, batch_y = gather(idx)
-        return fn(batch_x, seed=batch_seed), batch_y
+        def load(idx: tf.Tensor, batch_seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            batch_x, batch_y = gather(idx)
+            return fn(batch_x, seed=batch_seed), batch_y
 
-    augmented = (
-        tf.data.Dataset.zip(batches, seeds)
-        .map(load, num_parallel_calls=AUTOTUNE, deterministic=True)
-        .prefetch(AUTOTUNE)
+        loaded = tf.data.Dataset.zip(batches, seeds).map(
+            load, num_parallel_calls=AUTOTUNE, deterministic=True
+        )
+    if rand_augment:
+        import keras
+
+        num_ops, factor = rand_augment
+        rand = keras.layers.RandAugment(
+            value_range=(0, 255), num_ops=num_ops, factor=factor, seed=seed, dtype="float32"
+        )
+        loaded = loaded.map(lambda images, labels: (rand(images, training=True), labels))
+    if mix is not None and mix.active:
+        draws = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True).batch(2)
+        loaded = tf.data.Dataset.zip(loaded, draws).map(mixer(mix, seed))
+    return _threads(loaded.prefetch(AUTOTUNE), x)
+
+
+def mixer(mix: Mixing, seed: int) -> Callable[[tuple, tf.Tensor], tuple]:
+    """((images, labels), two int64 draws) -> (images, soft labels): keras.layers.MixUp or
+    CutMix on the batch with probability `mix.prob` (one of them, half each, when both are on)."""
+    import keras
+
+    mixup = keras.layers.MixUp(alpha=mix.mixup, seed=seed, dtype="float32") if mix.mixup else None
+    cutmix = (
+        keras.layers.CutMix(factor=mix.cutmix, seed=seed + 1, dtype="float32")
+        if mix.cutmix
+        else None
     )
-    return _threads(augmented, x)
+
+    def apply(batch: tuple, draws: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        images, labels = batch
+        onehot = tf.one_hot(labels, mix.num_classes, dtype=tf.float32)
+        u = tf.random.stateless_uniform((2,), seed=tf.cast(draws, tf.int64))
+        out = (images, onehot)
+        for name, layer in (("mixup", mixup), ("cutmix", cutmix)):
+            if layer is None:
+                continue
+            mixed = layer({"images": images, "labels": onehot}, training=True)
+            chosen = _chosen(mix, u, name)
+            out = (
+                tf.where(chosen, mixed["images"], out[0]),
+                tf.where(chosen, mixed["labels"], out[1]),
+            )
+        return out
+
+    return apply
+
+
+def _chosen(mix: Mixing, u: tf.Tensor, name: str) -> tf.Tensor:
+    """Whether the batch with draws `u` gets `name` ('mixup' or 'cutmix'): as `choose`."""
+    mixed = u[0] < mix.prob
+    if mix.mixup > 0 and mix.cutmix > 0:
+        pick = u[1] < 0.5
+        return mixed & (pick if name == "cutmix" else ~pick)
+    return mixed & tf.constant(choose(mix, 0.0, 0.0) == name)
 
 
 def eval_batches(x: np.ndarray, y: np.ndarray | None, batch_size: int) -> tf.data.Dataset:

@@ -10,7 +10,8 @@ see `_PAPER_TRAIN`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+import typing
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from toolkit.data.augment import Augmentation
 from toolkit.errors import UsageError
@@ -63,6 +64,14 @@ class TrainRecipe:
     warmup_fraction: float
     augmentation: Augmentation = field(default_factory=Augmentation)
     early_stopping_patience: int | None = None
+    # the pieces below are off by default: `toolkit train --recipe KEY=VALUE` switches them on
+    label_smoothing: float = 0.0  # Keras' categorical cross-entropy label_smoothing
+    ema: float | None = None  # momentum of the weights' moving average (AdamW use_ema)
+    mixup: float = 0.0  # Mixup's Beta alpha (keras.layers.MixUp), 0: off
+    cutmix: float = 0.0  # CutMix's factor (keras.layers.CutMix: Beta alpha from U(0, factor))
+    mix_prob: float = 1.0  # the probability a batch is mixed (both on: one of them, half each)
+    rand_augment: tuple[int, float] | None = None  # keras.layers.RandAugment (num_ops, factor)
+    repeat_augment: int = 1  # each image N times an epoch, differently augmented (1: off)
 
 
 @dataclass(frozen=True)
@@ -200,12 +209,13 @@ _VIT = {
 # `batch_size` is the global batch: N data-parallel processes take 1024 / N images each.
 # Implemented here: AdamW, linear warm-up from 1e-6 over 20 of 300 epochs, cosine decay,
 # horizontal flip, random erasing (p = 0.25) and stochastic depth (each preset's drop_path).
-# NOT implemented by the toolkit, so NOT part of these presets (training with them does not
-# reproduce the paper's accuracy): RandAugment (rand-m9-mstd0.5-inc1), Mixup (alpha 0.8),
-# CutMix (alpha 1.0), label smoothing (0.1), repeated augmentation, model EMA (decay 0.99996),
-# RandomResizedCrop with bicubic resampling (crop_resize (256, 224), a resize and a random
-# 224 crop, stands in for it), the cosine's floor (min lr 1e-5; here it decays to 0) and weight
-# decay left off biases and norms (AdamW here decays every weight).
+# Implemented but off here (TrainRecipe fields, `toolkit train --recipe`): label smoothing
+# (0.1), model EMA (decay 0.99996), Mixup (alpha 0.8), CutMix (1.0), RandAugment (Keras' ops,
+# not timm's rand-m9-mstd0.5-inc1), repeated augmentation (x3). NOT implemented by the
+# toolkit, so NOT part of these presets (training with them does not reproduce the paper's
+# accuracy): RandomResizedCrop with bicubic resampling (crop_resize (256, 224), a resize and
+# a random 224 crop, stands in for it), the cosine's floor (min lr 1e-5; here it decays to 0)
+# and weight decay left off biases and norms (AdamW here decays every weight).
 _PAPER_TRAIN = TrainRecipe(
     batch_size=1024,
     epochs=300,
@@ -330,4 +340,112 @@ def preset_from_dict(data: dict) -> Preset:
     arch = arch_cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data["arch"].items()})
     train = dict(data["train"])
     train["augmentation"] = Augmentation.from_dict(train["augmentation"])
+    if train.get("rand_augment") is not None:  # a JSON list
+        num_ops, factor = train["rand_augment"]
+        train["rand_augment"] = (int(num_ops), float(factor))
+    # config.json files older than a recipe piece lack its field: TrainRecipe's default (off)
     return Preset(model=data["model"], name=data["name"], arch=arch, train=TrainRecipe(**train))
+
+
+# TrainRecipe fields `--recipe` may not set: --epochs and --batch-size set these two
+_OWN_FLAGS = {"epochs": "--epochs", "batch_size": "--batch-size"}
+
+
+def recipe_keys() -> list[str]:
+    """The TrainRecipe fields `toolkit train --recipe KEY=VALUE` sets."""
+    return [f.name for f in fields(TrainRecipe) if f.name not in {"augmentation", *_OWN_FLAGS}]
+
+
+def _convert(key: str, text: str, kind: object) -> object:
+    """`text` as the type `kind` of TrainRecipe field `key` (None, int, float or bool)."""
+    args = typing.get_args(kind)
+    if type(None) in args:  # X | None: "none", "off" or 0 is None (the piece off)
+        if text.lower() in ("none", "off", "0", "0.0"):
+            return None
+        kind = next(a for a in args if a is not type(None))
+    if typing.get_origin(kind) is tuple:  # N:M
+        parts = text.split(":")
+        types = typing.get_args(kind)
+        if len(parts) != len(types):
+            raise ValueError(text)
+        return tuple(t(part) for t, part in zip(types, parts, strict=True))
+    if kind is bool:
+        if text.lower() not in ("true", "false", "1", "0", "on", "off"):
+            raise ValueError(text)
+        return text.lower() in ("true", "1", "on")
+    if kind is int:
+        return int(text)
+    if kind is float:
+        return float(text)
+    raise ValueError(text)
+
+
+def parse_recipe(text: str | None) -> dict[str, object]:
+    """`KEY=VALUE[,KEY=VALUE...]` (`toolkit train --recipe`) as TrainRecipe field values."""
+    if not text:
+        return {}
+    hints = typing.get_type_hints(TrainRecipe)
+    keys = recipe_keys()
+    values: dict[str, object] = {}
+    for item in text.split(","):
+        key, sep, value = (part.strip() for part in item.partition("="))
+        if key in _OWN_FLAGS:
+            raise UsageError(f"--recipe {key}: pass {_OWN_FLAGS[key]} instead")
+        if not sep or key not in keys:
+            raise UsageError(
+                f"--recipe takes KEY=VALUE[,KEY=VALUE...], KEY one of {', '.join(keys)}"
+            )
+        try:
+            values[key] = _convert(key, value, hints[key])
+        except ValueError:
+            raise UsageError(
+                f"--recipe {key}={value}: not a {hints[key]} (KEY one of {', '.join(keys)})"
+            ) from None
+    return values
+
+
+def check_recipe(recipe: TrainRecipe) -> None:
+    """UsageError naming the way out when a recipe piece has a value it cannot train with."""
+    if recipe.lr_max <= 0 or recipe.lr_start < 0 or recipe.weight_decay < 0:
+        raise UsageError(
+            "lr_max must be above 0, lr_start and weight_decay 0 or more: pass --recipe "
+            "lr_max=1e-3, say"
+        )
+    if not 0.0 <= recipe.warmup_fraction <= 1.0:
+        raise UsageError(
+            f"warmup_fraction {recipe.warmup_fraction} is the share of steps that warm up: "
+            "pass --recipe warmup_fraction=0.1, say (0 to 1)"
+        )
+    if recipe.early_stopping_patience is not None and recipe.early_stopping_patience < 0:
+        raise UsageError(
+            "early_stopping_patience is a number of epochs: pass --recipe "
+            "early_stopping_patience=5, say, or none (off)"
+        )
+    if not 0.0 <= recipe.label_smoothing < 1.0:
+        raise UsageError(
+            f"label_smoothing {recipe.label_smoothing} must be from 0 (off) to below 1: "
+            "pass --recipe label_smoothing=0.1, say"
+        )
+    if recipe.mixup < 0 or not 0.0 <= recipe.cutmix <= 1.0 or not 0.0 <= recipe.mix_prob <= 1.0:
+        raise UsageError(
+            f"mixup {recipe.mixup}, cutmix {recipe.cutmix}, mix_prob {recipe.mix_prob}: mixup is "
+            "0 (off) or more, cutmix (Keras' CutMix factor) and mix_prob 0 to 1: pass --recipe "
+            "mixup=0.8,cutmix=1,mix_prob=0.5, say"
+        )
+    if recipe.rand_augment is not None and (
+        recipe.rand_augment[0] < 1 or not 0.0 <= recipe.rand_augment[1] <= 1.0
+    ):
+        raise UsageError(
+            f"rand_augment {recipe.rand_augment} is (num_ops >= 1, factor 0 to 1): pass --recipe "
+            "rand_augment=2:0.9, say, or rand_augment=none (off)"
+        )
+    if recipe.repeat_augment < 0:
+        raise UsageError(
+            f"repeat_augment {recipe.repeat_augment} is how many copies of each image an epoch "
+            "holds: pass --recipe repeat_augment=3, say, or 1 (off)"
+        )
+    if recipe.ema is not None and not 0.0 < recipe.ema < 1.0:
+        raise UsageError(
+            f"ema {recipe.ema} must be between 0 and 1 (the moving average's momentum): "
+            "pass --recipe ema=0.999, say, or ema=none (off)"
+        )

@@ -36,6 +36,7 @@ from toolkit.data import (
     train_dataset,
     training_model,
 )
+from toolkit.data.mixing import Mixing
 from toolkit.errors import RunError, UsageError
 from toolkit.evaluate import evaluate_compiled, evaluate_model
 from toolkit.models import (
@@ -47,6 +48,7 @@ from toolkit.models import (
     get_preset,
     preset_from_dict,
 )
+from toolkit.models.presets import TrainRecipe, check_recipe, parse_recipe
 from toolkit.runfolder import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -63,6 +65,7 @@ from toolkit.runfolder import (
 from toolkit.training.checkpoint import Checkpoint, HistoryLog, epochs_done
 from toolkit.training.cluster import MULTI_PROCESS, Cluster, barrier, connect, fingerprint
 from toolkit.training.history_plot import plot_history
+from toolkit.training.losses import HardAccuracy, HardTopKAccuracy, SmoothedCrossentropy
 from toolkit.training.schedule import WarmupCosine
 from toolkit.training.strategies import (
     PRECISIONS,
@@ -89,6 +92,7 @@ class TrainOptions:
     seed: int = 0
     author: str | None = None  # the exported files' metadata: who made the model
     license: str | None = None  # and under which terms it may be used
+    recipe: str | None = None  # KEY=VALUE[,KEY=VALUE...]: TrainRecipe fields set over the preset's
 
 
 SEEDS = range(2**32)  # what numpy's and Keras' random generators take
@@ -127,7 +131,8 @@ def _validate(options: TrainOptions) -> Preset:
             f"--seed must be an integer from 0 to {SEEDS[-1]} (what NumPy and Keras seed with), "
             f"got {options.seed}"
         )
-    train = preset.train
+    train = replace(preset.train, **parse_recipe(options.recipe))
+    check_recipe(train)
     return replace(
         preset,
         train=replace(
@@ -138,9 +143,15 @@ def _validate(options: TrainOptions) -> Preset:
     )
 
 
+def mixing(recipe: TrainRecipe, num_classes: int = 0) -> Mixing:
+    """The Mixup/CutMix of `recipe` for `num_classes` classes."""
+    return Mixing(recipe.mixup, recipe.cutmix, recipe.mix_prob, num_classes)
+
+
 def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit: bool) -> None:
     """Compile `model` as `toolkit train` does (studies/train_throughput times it too):
-    AdamW on the warmup-cosine schedule of the preset's recipe, sparse CE, top-1 and top-5
+    AdamW on the warmup-cosine schedule of the preset's recipe (with a moving average of the
+    weights when `ema`), sparse CE (SmoothedCrossentropy with label smoothing), top-1 and top-5
     (weighted by the batches' sample weights, so padding copies weighted 0 are not counted)."""
     recipe = preset.train
     total = steps_per_epoch * recipe.epochs
@@ -150,14 +161,26 @@ def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit:
         warmup_steps=int(total * recipe.warmup_fraction),
         total_steps=total,
     )
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    accuracy, top5 = (
+        keras.metrics.SparseCategoricalAccuracy,
+        keras.metrics.SparseTopKCategoricalAccuracy,
+    )
+    if recipe.label_smoothing or mixing(recipe).active:  # soft labels or smoothing: one-hot CE
+        loss = SmoothedCrossentropy(recipe.label_smoothing)
+    if mixing(recipe).active:  # soft training labels: scored by their largest class
+        accuracy, top5 = HardAccuracy, HardTopKAccuracy
+    optimizer = keras.optimizers.AdamW(
+        learning_rate=schedule,
+        weight_decay=recipe.weight_decay,
+        use_ema=recipe.ema is not None,  # fit ends with the averages in the weights
+        ema_momentum=0.99 if recipe.ema is None else recipe.ema,
+    )
     model.compile(
-        optimizer=keras.optimizers.AdamW(learning_rate=schedule, weight_decay=recipe.weight_decay),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        optimizer=optimizer,
+        loss=loss,
         # weighted: the 0-weight copies that pad a split across replicas do not count
-        weighted_metrics=[
-            keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
-            keras.metrics.SparseTopKCategoricalAccuracy(5, name="top5"),
-        ],
+        weighted_metrics=[accuracy(name="accuracy"), top5(5, name="top5")],
         jit_compile=jit_compile(jit),  # JAX: always compiled
     )
 
@@ -423,25 +446,39 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
             )
         with placement.scope():  # the pipeline splits batches evenly across the replicas
             train_data = train_dataset(
-                data.x_train, data.y_train, batch, preset.train.augmentation, options.seed
+                data.x_train,
+                data.y_train,
+                batch,
+                preset.train.augmentation,
+                options.seed,
+                mixing(preset.train, data.num_classes),  # soft labels for training only
+                preset.train.rand_augment,
+                preset.train.repeat_augment,
             )
             steps = len(train_data)
             model = build_model(preset, data.image_shape, data.num_classes, norm_stats=norm)
             fit_model = training_model(
-                model, preset.train.augmentation, options.seed, x=data.x_train
+                model,
+                preset.train.augmentation,
+                options.seed,
+                x=data.x_train,
+                rand_augment=preset.train.rand_augment,
             )
             compile_model(fit_model, preset, steps, options.jit)
         if writer:  # the history of an epoch first, then its checkpoint (the resume point)
             callbacks = [HistoryLog(out / HISTORY_FILE), Checkpoint(out / CHECKPOINT_DIR)]
         else:  # restores process 0's checkpoint on --resume, writes nothing
             callbacks = [Checkpoint(out / CHECKPOINT_DIR, write=False)]
+        if preset.train.ema is not None:  # validation scores the averages: what is saved
+            callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=False))
         if preset.train.early_stopping_patience:
             callbacks.append(
                 keras.callbacks.EarlyStopping(
                     monitor="val_accuracy",
                     mode="max",
                     patience=preset.train.early_stopping_patience,
-                    restore_best_weights=True,
+                    # with ema the saved weights are the averages at the end, not a raw best
+                    restore_best_weights=preset.train.ema is None,
                 )
             )
         # a streamed folder that changes stops here, before the model and metrics are written
