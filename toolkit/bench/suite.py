@@ -13,6 +13,7 @@ from pathlib import Path
 from toolkit.bench import roofline
 from toolkit.bench.machine import describe
 from toolkit.formats import FORMATS
+from toolkit.manifest import sha256
 from toolkit.progress import progress
 from toolkit.runfolder import BENCH_TOP1_FILE
 from toolkit.runtimes import RUNTIMES
@@ -94,12 +95,6 @@ def measure_row(plan: Plan, artifact: Artifact, runtime: str, batch: int) -> dic
     return row
 
 
-def _sha256(path: Path) -> str:
-    from toolkit.manifest import sha256
-
-    return sha256(path)
-
-
 def attach_accuracy(plan: Plan, rows: list[dict]) -> dict:
     """top1 on every row of an artifact that ran, computed once per file and cached by sha256."""
     from toolkit import atomic
@@ -116,7 +111,7 @@ def attach_accuracy(plan: Plan, rows: list[dict]) -> dict:
     for artifact in plan.artifacts:
         if artifact.path.name not in ran:
             continue
-        key = f"{plan.data_spec or 'run data'}:{_sha256(artifact.path)}"
+        key = f"{plan.data_spec or 'run data'}:{sha256(artifact.path)}"
         if key not in cache:
             try:  # no data or an artifact that will not run: a blank top-1, not a crash
                 split = split or test_split(plan.run_dir, plan.data_spec)
