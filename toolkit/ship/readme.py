@@ -16,6 +16,7 @@ from toolkit.ship.picks import Pick
 README_FILE = "README.md"
 REPORT_FILE = "report.html"  # toolkit/ship/report.py writes it
 WEB_DIR = "web"  # toolkit/ship/webapp.py writes it (the web target only)
+LOGIT_KINDS = {".onnx", ".ort"}  # files whose output is logits (model.json: `output`)
 
 
 def _dtype(spec: dict) -> str:
@@ -140,14 +141,15 @@ def bundle_readme(
             else ""
         )
         + (
-            "The `.onnx` and `.ort` files give logits: take a softmax for probabilities."
-            if kinds & {".onnx", ".ort"}
+            f"The {' and '.join(f'`{k}`' for k in sorted(kinds & LOGIT_KINDS))} files give "
+            "logits: take a softmax for probabilities."
+            if kinds & LOGIT_KINDS
             else ""
         ),
     ]
     int8 = int8_lines(picks, manifest)
     if int8:
-        lines += ["4. **The int8 file's tensors** (as its model.json entry records them):", ""]
+        lines += ["4. **The int8 `.tflite` tensors** (as model.json records them):", ""]
         lines += [f"   {line}" for line in int8]
     lines += [
         "",
