@@ -411,8 +411,11 @@ def test_bench_rows_cover_artifacts_runtimes_and_batches(benched):
     expected |= {("tflite", "mediapipe"), ("tflite-int8", "mediapipe")}  # an app's path
     assert cells == {(f, r, b) for f, r in expected for b in (1, 2)}
     macs = json.loads((run / "metrics.json").read_text())["macs_per_image"]
+    files = {r["file"]: run / "export" / r["file"] for r in result["rows"]}
+    files["model.keras"] = run / "model.keras"
     for row in result["rows"]:
         assert row["size_bytes"] > 0
+        assert row["sha256"] == sha256(files[row["file"]])  # the bytes timed (toolkit ship)
         if row["runtime"] == "ort-cuda" and not CUDA_HERE:
             assert row["status"] == "unavailable" and "ort-cuda" in row["reason"]
             assert "p50_ms" not in row

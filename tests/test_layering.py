@@ -94,18 +94,19 @@ def test_converter_commands_say_tensorflow_is_missing(tmp_path):
 
 
 # -- dependencies point one way inside the one import root: the core (every module of toolkit/
-# outside the four stage packages) <- toolkit.export <- toolkit.verify, core <- toolkit.bench;
-# toolkit.cli on top --
+# outside the five stage packages) <- toolkit.export <- toolkit.verify, core <- toolkit.bench;
+# toolkit.ship over those three; toolkit.cli on top --
 
 ROOT = Path(__file__).resolve().parent.parent
-STAGES = ("toolkit.export", "toolkit.verify", "toolkit.bench", "toolkit.cli")
+STAGES = ("toolkit.export", "toolkit.verify", "toolkit.bench", "toolkit.ship", "toolkit.cli")
 CORE = "toolkit"  # what is not in a stage
 MAY_NOT_IMPORT = {
     CORE: (*STAGES, "studies"),
-    "toolkit.export": ("toolkit.verify", "toolkit.bench", "toolkit.cli", "studies"),
-    "toolkit.verify": ("toolkit.bench", "toolkit.cli", "studies"),
+    "toolkit.export": ("toolkit.verify", "toolkit.bench", "toolkit.ship", "toolkit.cli", "studies"),
+    "toolkit.verify": ("toolkit.bench", "toolkit.ship", "toolkit.cli", "studies"),
     # format facts are the core's: bench needs no converter
-    "toolkit.bench": ("toolkit.export", "toolkit.verify", "toolkit.cli", "studies"),
+    "toolkit.bench": ("toolkit.export", "toolkit.verify", "toolkit.ship", "toolkit.cli", "studies"),
+    "toolkit.ship": ("toolkit.cli", "studies"),
     "toolkit.cli": ("studies",),
 }
 
@@ -237,7 +238,14 @@ def test_the_wheel_installs_one_import_root(tmp_path):
 
 @pytest.mark.parametrize(
     "argv",
-    [["--help"], ["presets"], ["train", "--help"], ["predict", "--help"], ["bench", "--help"]],
+    [
+        ["--help"],
+        ["presets"],
+        ["train", "--help"],
+        ["predict", "--help"],
+        ["bench", "--help"],
+        ["ship", "--help"],
+    ],
     ids=" ".join,
 )
 def test_the_cli_starts_without_a_backend(argv, tmp_path):
@@ -348,9 +356,11 @@ def test_the_public_api_is_imported_on_first_use(tmp_path):
         "export_run": "function",
         "verify_run": "function",
         "bench_run": "function",
+        "ship_run": "function",
         "open_run": "function",
         "export": "module",
         "verify": "module",
         "bench": "module",
+        "ship": "module",
         "__version__": "str",
     }

@@ -9,6 +9,7 @@ is imported when first used:
     toolkit.export_run(run, "all")          # the package toolkit.export
     report = toolkit.verify_run(run)        # toolkit.verify
     result = toolkit.bench_run(run)         # toolkit.bench
+    shipped = toolkit.ship_run(run, "android,web", max_drop=0.5)  # toolkit.ship: RUN/ship
     model = toolkit.open_run(run).load_model()
 
 `toolkit.keras_setup.setup_keras()` registers the custom Keras objects, so that
@@ -35,9 +36,10 @@ _API = {
     "export_run": "toolkit.export.pipeline",
     "verify_run": "toolkit.verify.suite",
     "bench_run": "toolkit.bench.benchmark",
+    "ship_run": "toolkit.ship.bundle",
     "open_run": "toolkit.runfolder",
 }
-_STAGES = ("export", "verify", "bench")  # subpackages, also reachable as attributes
+_STAGES = ("export", "verify", "bench", "ship")  # subpackages, also reachable as attributes
 __all__ = [*_API, *_STAGES, "__version__"]
 
 

@@ -83,6 +83,7 @@ def measure_row(plan: Plan, artifact: Artifact, runtime: str, batch: int) -> dic
         "runtime": runtime,
         "batch": batch,
         "size_bytes": artifact.size_bytes,
+        "sha256": sha256(artifact.path) if artifact.path.is_file() else None,  # what was timed
         "macs_per_image": plan.macs_per_image,
     }
     reason = RUNTIMES[runtime].unavailable()

@@ -209,6 +209,18 @@ def _run_bench(args: argparse.Namespace) -> int:
     return command.run(args)
 
 
+def _add_ship(p: argparse.ArgumentParser) -> None:
+    from toolkit.ship import command
+
+    command.add_arguments(p)
+
+
+def _run_ship(args: argparse.Namespace) -> int:
+    from toolkit.ship import command
+
+    return command.run(args)
+
+
 def _add_presets(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--classes",
@@ -274,6 +286,13 @@ COMMANDS: dict[str, Command] = {
         "latency, throughput, memory, size and top-1 of every artifact per runtime",
         _add_bench,
         _run_bench,  # a run folder needs Keras, an export folder the runtimes alone (bench/)
+    ),
+    "ship": Command(  # exports, verifies and benches what is missing: the converters
+        "the fastest file per target (android, ios, web, server) within a top-1 budget, in an "
+        "app bundle with its model card, report and web app",
+        _add_ship,
+        _run_ship,
+        needs=CONVERTERS,
     ),
     "presets": Command(  # counts are shipped; other --classes/--resolution build (Keras)
         "table of presets: parameters and MACs", _add_presets, _run_presets

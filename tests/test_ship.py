@@ -1,0 +1,838 @@
+"""`toolkit ship`: the targets registry, the picks against hand-made bench.json / verify.json
+(budget edges included), what is re-run when a file is missing or stale, the bundle (atomic,
+replaces only its own), the model card (its YAML header parsed) and README against model.json,
+--serve, the exit-2 one-liners, and end to end on a tiny trained run (slow).
+
+The report page and web app (toolkit/ship/report.py, webapp.py) have their own tests
+(tests/test_ship_browser.py); here they are stand-ins that record how ship calls them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import threading
+import types
+import urllib.request
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from toolkit.bench.machine import cpu_flags, cpu_model
+from toolkit.cli.main import main
+from toolkit.errors import UsageError
+from toolkit.formats import FORMATS
+from toolkit.runfolder import open_run
+from toolkit.runtimes import RUNTIMES
+from toolkit.ship import serve
+from toolkit.ship.bundle import SHIP_KEY
+from toolkit.ship.card import CARD_FILE, model_card, shipped
+from toolkit.ship.picks import DEFAULT_MAX_DROP, Measurements, Pick, choose
+from toolkit.ship.readme import README_FILE, bundle_readme
+from toolkit.ship.stages import calib_samples, plan_stages, read_measurements
+from toolkit.ship.targets import EXCLUDED, PROVIDERS, TARGETS
+from toolkit.versions import versions
+
+DATE = "2026-11-27T06:00:00+00:00"
+FLOAT_TOP1 = 0.8
+SAMPLES = 1000  # one image: 0.1 points
+# format -> (test top-1, {runtime: batch-1 p50 in ms, or a status})
+TABLE = {
+    "onnx": (0.800, {"ort-cpu": 1.0, "ort-cuda": "unavailable"}),
+    "onnx-int8": (0.795, {"ort-cpu": 0.6, "ort-cuda": "unavailable"}),
+    "tflite": (0.800, {"litert": 0.9, "mediapipe": 1.5}),
+    "tflite-fp16": (0.801, {"litert": 0.85, "mediapipe": 1.4}),
+    "tflite-dynamic": (0.794, {"litert": 0.5, "mediapipe": 1.0}),
+    "tflite-int8": (0.790, {"litert": 0.3, "mediapipe": 0.9}),
+    "tflite-int8-float-io": (0.790, {"litert": 0.35, "mediapipe": 0.8}),
+    "onnx-mobile": (0.800, {"ort-cpu": 0.7}),
+}
+# budget in points -> target -> the format it must ship. onnx-int8 drops exactly 0.5 and
+# tflite-dynamic exactly 0.6 (up to float rounding): at the budget is within it.
+EXPECTED = {
+    0.0: {"android": "onnx-mobile", "ios": "onnx-mobile", "web": "tflite-fp16", "server": "onnx"},
+    0.49: {"android": "onnx-mobile", "ios": "onnx-mobile", "web": "tflite-fp16", "server": "onnx"},
+    0.5: {
+        "android": "onnx-mobile",
+        "ios": "onnx-mobile",
+        "web": "tflite-fp16",
+        "server": "onnx-int8",
+    },
+    0.6: {
+        "android": "tflite-dynamic",
+        "ios": "tflite-dynamic",
+        "web": "tflite-dynamic",
+        "server": "onnx-int8",
+    },
+    1.0: {
+        "android": "tflite-int8",
+        "ios": "tflite-int8",
+        "web": "tflite-int8-float-io",
+        "server": "onnx-int8",
+    },
+}
+
+
+def file_bytes(fmt: str) -> bytes:
+    return f"stand-in bytes of {fmt}".encode()
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def tensors(fmt: str) -> tuple[list[dict], list[dict], str]:
+    """Inputs, outputs and output name as `toolkit export` records them in model.json."""
+    if FORMATS[fmt].runtime == "litert":
+        dtype = "uint8" if fmt == "tflite-int8" else "float32"
+        scale, zero = (1.0, 0) if fmt == "tflite-int8" else (None, None)
+        inp = {"name": "image", "tensor": "serving_default_image:0", "shape": [1, 32, 32, 3]}
+        out = {"name": "probabilities", "tensor": "StatefulPartitionedCall:0", "shape": [1, 10]}
+        inp |= {"dtype": dtype, "scale": scale, "zero_point": zero}
+        out |= {"dtype": "float32", "scale": None, "zero_point": None}
+        return [inp], [out], "probabilities"
+    batch = 1 if fmt == "onnx-mobile" else None
+    inp = {"name": "image", "shape": [batch, 32, 32, 3], "dtype": "float32", "scale": None}
+    out = {"name": "logits", "shape": [batch, 10], "dtype": "float32", "scale": None}
+    return [inp | {"zero_point": None}], [out | {"zero_point": None}], "logits"
+
+
+def measurements(table: dict = TABLE, model_sha: str = "m" * 64) -> Measurements:
+    """bench.json, verify.json and model.json as the stages write them, from `table`."""
+    artifacts, cells, rows = {}, [], []
+    for fmt, (top1, times) in table.items():
+        data = file_bytes(fmt)
+        name = FORMATS[fmt].filename
+        inputs, outputs, output = tensors(fmt)
+        home = FORMATS[fmt].runtime
+        artifacts[fmt] = {
+            "file": name,
+            "format": fmt,
+            "runtime": home,
+            "sha256": digest(data),
+            "size_bytes": len(data),
+            "inputs": inputs,
+            "outputs": outputs,
+            "output": output,
+            "exported": DATE,
+            "parity": {
+                "verified": DATE,
+                "file": name,
+                "sha256": digest(data),
+                "runtimes": {home: {"version": f"{home}-version"}},
+            },
+        }
+        cells.append(
+            {
+                "level": "model",
+                "format": fmt,
+                "file": name,
+                "runtime": home,
+                "status": "pass",
+                "metrics": {
+                    "max_abs": 0.01,
+                    "cosine": 0.9995,
+                    "top1_accuracy": top1,
+                    "reference_top1_accuracy": FLOAT_TOP1,
+                    "top1_delta": top1 - FLOAT_TOP1,
+                    "top1_agreement": 0.99 - (FLOAT_TOP1 - top1),
+                },
+                "tolerance": {"precision": FORMATS[fmt].precision, "min_cosine": 0.98},
+            }
+        )
+        for runtime, p50 in times.items():
+            row = {"format": fmt, "file": name, "runtime": runtime, "batch": 1}
+            row |= {"size_bytes": len(data), "sha256": digest(data), "top1": top1}
+            if isinstance(p50, str):
+                rows.append(row | {"status": p50, "reason": "not here"})
+            else:
+                rows.append(row | {"status": "ok", "p50_ms": p50})
+    manifest = {
+        "source_model_sha256": model_sha,
+        "model": "shiftvit",
+        "preset": "tiny",
+        "signature": {"key": "serving_default", "input": "image"},
+        "input": {"layout": "NHWC", "height": 32, "width": 32, "channels": 3, "range": "RGB 0-255"},
+        "preprocessing": {"summary": "rescale inside the model (input already 32x32, no resize)"},
+        "class_names": [f"class{i}" for i in range(10)],
+        "num_classes": 10,
+        "artifacts": artifacts,
+    }
+    verify = {
+        "date": DATE,
+        "versions": {"toolkit": "0.1.0", "litert": "litert-version"},
+        "models": {
+            "data": "shapes:300",
+            "split": "test",
+            "samples": SAMPLES,
+            "reference": {"runtime": "keras", "file": "model.keras", "top1_accuracy": FLOAT_TOP1},
+            "cells": cells,
+        },
+    }
+    bench = {
+        "date": DATE,
+        "command": "toolkit bench RUN",
+        "machine": {
+            "cpu": cpu_model(),
+            "cpu_flags": cpu_flags(),
+            "cores": os.cpu_count(),
+            "versions": versions(),
+        },
+        "protocol": {"threads": 2},
+        "rows": rows,
+    }
+    return Measurements(bench=bench, verify=verify, manifest=manifest)
+
+
+def write_run(root: Path, table: dict = TABLE, license: str | None = None) -> Path:
+    """A run folder whose export, verify.json and bench.json are current for every target (so
+    ship runs no stage): config.json, a stand-in model.keras, and `table`'s figures."""
+    run = root / "run"
+    (run / "export").mkdir(parents=True)
+    model = b"stand-in model.keras"
+    (run / "model.keras").write_bytes(model)
+    config = {
+        "options": {"model": "shiftvit", "preset": "tiny", "data": "shapes:300", "seed": 0},
+        "preset": {"arch": {"image_size": 32}},
+        "dataset": {
+            "name": "shapes",
+            "synthetic": True,
+            "image_shape": [32, 32, 3],
+            "num_classes": 10,
+            "splits": {"train": 8000, "val": 1000, "test": SAMPLES},
+        },
+    }
+    config["options"]["license"] = license
+    (run / "config.json").write_text(json.dumps(config))
+    labels = "".join(f"class{i}\n" for i in range(10))
+    (run / "labels.txt").write_text(labels)
+    (run / "export" / "labels.txt").write_text(labels)
+    m = measurements(table, digest(model))
+    for fmt in table:
+        (run / "export" / FORMATS[fmt].filename).write_bytes(file_bytes(fmt))
+        for companion in FORMATS[fmt].companions:
+            (run / "export" / companion).write_text("stand-in\n")
+    (run / "export" / "model.json").write_text(json.dumps(m.manifest))
+    (run / "verify.json").write_text(json.dumps(m.verify))
+    (run / "bench.json").write_text(json.dumps(m.bench))
+    return run
+
+
+class WebParts:
+    """Stand-ins of toolkit.ship.report and toolkit.ship.webapp that record their calls."""
+
+    def __init__(self, monkeypatch, fail: bool = False):
+        self.calls: list[tuple] = []
+        report = types.ModuleType("toolkit.ship.report")
+        webapp = types.ModuleType("toolkit.ship.webapp")
+        report.write_report = self.write_report
+        webapp.write_web_app = self.write_web_app
+        webapp.WEB_NOTES = "Stand-in web notes: connect-src 'self'."
+        self.fail = fail
+        monkeypatch.setitem(sys.modules, "toolkit.ship.report", report)
+        monkeypatch.setitem(sys.modules, "toolkit.ship.webapp", webapp)
+
+    def write_report(self, bundle_dir: Path, run_dir: Path, picks: dict) -> Path:
+        self.calls.append(("report", Path(bundle_dir), Path(run_dir), dict(picks)))
+        if self.fail:
+            raise RuntimeError("the report failed")
+        path = Path(bundle_dir) / "report.html"
+        path.write_text("<!doctype html><title>report</title>")
+        return path
+
+    def write_web_app(self, bundle_dir: Path, run_dir: Path, pick: Pick) -> Path:
+        self.calls.append(("web", Path(bundle_dir), Path(run_dir), pick))
+        folder = Path(bundle_dir) / "web"
+        folder.mkdir()
+        (folder / "index.html").write_text("<!doctype html><title>web</title>")
+        return folder
+
+
+@pytest.fixture
+def web_parts(monkeypatch) -> WebParts:
+    return WebParts(monkeypatch)
+
+
+def ship(*argv: str) -> int:
+    return main(["ship", *map(str, argv)])
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("toolkit: error: "), err
+    return err[0]
+
+
+# -- the targets registry ---------------------------------------------------------------------
+
+
+def test_every_format_is_in_a_target_or_listed_as_excluded():
+    """A new FORMATS row must be taken by a target, or excluded with its reason."""
+    taken = {f for t in TARGETS.values() for f in t.formats}
+    assert set(FORMATS) - taken == set(EXCLUDED)
+    assert not set(EXCLUDED) & taken and set(EXCLUDED) <= set(FORMATS)
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_a_target_ranks_and_embeds_every_file_it_takes(name):
+    """Each format of a target is opened by one of its bench runtimes, and has an embed snippet
+    that renders without a placeholder left."""
+    target = TARGETS[name]
+    assert target.formats and set(target.runtimes) <= set(RUNTIMES)
+    for fmt in target.formats:
+        file = FORMATS[fmt].filename
+        assert any(Path(file).suffix in RUNTIMES[r].suffixes for r in target.runtimes), fmt
+        fields = dict(file=file, stem="model", ext="tflite", input="image", output="logits")
+        fields |= dict(height=32, width=32, providers=PROVIDERS["ort-cpu"])
+        code = target.snippet_for(file).render(**fields)
+        assert file in code and "$" not in code
+
+
+# -- the picks (pure) -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("budget", EXPECTED)
+@pytest.mark.parametrize("name", TARGETS)
+def test_the_fastest_file_within_the_budget_is_picked(name, budget):
+    m = measurements()
+    (pick,) = choose(m, [name], budget).values()
+    assert pick.format == EXPECTED[budget][name]
+    fmt = pick.format
+    row = next(
+        r
+        for r in m.bench["rows"]
+        if r["format"] == fmt and r["runtime"] == pick.runtime and r["batch"] == 1
+    )
+    cell = next(c for c in m.verify["models"]["cells"] if c["format"] == fmt)
+    assert (pick.p50_ms, pick.size_bytes) == (row["p50_ms"], row["size_bytes"])
+    assert pick.top1 == cell["metrics"]["top1_accuracy"] == TABLE[fmt][0]
+    assert pick.agreement == cell["metrics"]["top1_agreement"]
+    assert pick.float_top1 == FLOAT_TOP1 and pick.file == FORMATS[fmt].filename
+    assert pick.drop_points <= budget + 1e-9
+    assert pick.runtime == ("mediapipe" if name == "web" else FORMATS[fmt].runtime)
+    # nothing faster on its target is within the budget
+    for other, (top1, times) in TABLE.items():
+        p50 = times.get(pick.runtime) if other in TARGETS[name].formats else None
+        if isinstance(p50, float) and p50 < pick.p50_ms:
+            assert (FLOAT_TOP1 - top1) * 100 > budget + 1e-9, other
+
+
+def test_server_ranks_on_cuda_where_bench_json_has_cuda_rows():
+    """With ok ort-cuda rows, server files are ranked on CUDA; one whose CUDA row failed is out
+    (never compared on the CPU against CUDA figures)."""
+    table = dict(TABLE)
+    table["onnx"] = (0.800, {"ort-cpu": 1.0, "ort-cuda": 0.2})
+    table["onnx-int8"] = (0.795, {"ort-cpu": 0.1, "ort-cuda": "failed"})
+    (pick,) = choose(measurements(table), ["server"], 1.0).values()
+    assert (pick.format, pick.runtime, pick.p50_ms) == ("onnx", "ort-cuda", 0.2)
+
+
+def test_a_file_that_failed_verify_is_never_picked():
+    m = measurements()
+    cell = next(c for c in m.verify["models"]["cells"] if c["format"] == "tflite-int8")
+    cell["status"] = "fail"
+    assert choose(m, ["android"], 1.0)["android"].format == "tflite-int8-float-io"
+
+
+def test_bench_top1_stands_in_for_a_file_verify_did_not_score():
+    m = measurements()
+    m.verify["models"]["cells"] = [
+        c for c in m.verify["models"]["cells"] if c["format"] != "tflite-int8"
+    ]
+    pick = choose(m, ["android"], 1.0)["android"]
+    assert (pick.format, pick.top1, pick.agreement) == ("tflite-int8", 0.790, None)
+
+
+NOTHING_WITHIN = {
+    **TABLE,
+    "tflite": (0.797, {"litert": 0.9, "mediapipe": 1.5}),
+    "tflite-fp16": (0.797, {"litert": 0.85, "mediapipe": 1.4}),
+    "onnx-mobile": (0.796, {"ort-cpu": 0.7}),
+}
+
+
+def test_nothing_within_the_budget_names_the_target_the_closest_drop_and_the_way_out():
+    m = measurements(NOTHING_WITHIN)
+    with pytest.raises(UsageError) as raised:
+        choose(m, ["android"], 0.2)
+    text = str(raised.value)
+    assert "\n" not in text
+    assert text.startswith("target android: no file within --max-accuracy-drop 0.2 points")
+    assert "tflite-fp16 (model_fp16.tflite), drops 0.30 points" in text  # faster of the two
+    assert "pass --max-accuracy-drop 0.30 or more, or leave android out of --target" in text
+    assert choose(m, ["android"], 0.30)["android"].format == "tflite-fp16"  # the way out works
+
+
+@pytest.mark.parametrize("budget", [-0.1, float("nan"), float("inf")])
+def test_a_budget_that_is_no_number_of_points_is_refused(budget):
+    with pytest.raises(UsageError, match="--max-accuracy-drop must be a number of top-1 points"):
+        choose(measurements(), ["web"], budget)
+
+
+def test_no_float_top1_is_refused():
+    m = measurements()
+    m.verify.clear()
+    m.bench["rows"] = [r for r in m.bench["rows"] if r["runtime"] != "keras"]
+    with pytest.raises(UsageError, match="no top-1 of the float model"):
+        choose(m, ["web"], 1.0)
+
+
+# -- what ship re-runs ------------------------------------------------------------------------
+
+
+def test_a_current_run_needs_no_stage(tmp_path):
+    plan = plan_stages(open_run(write_run(tmp_path)), list(TARGETS))
+    assert plan.nothing and plan.reasons == ()
+
+
+def test_a_changed_file_is_exported_again_then_verified_and_benched(tmp_path):
+    run = write_run(tmp_path)
+    (run / "export" / "model_fp16.tflite").write_bytes(b"changed")
+    plan = plan_stages(open_run(run), ["web"])
+    assert plan.export == ("tflite-fp16",) and plan.verify
+    assert set(plan.bench_formats) == set(TARGETS["web"].formats)
+    assert plan.bench_runtimes == ("mediapipe",)  # only what ranks web
+    assert "model_fp16.tflite changed after export" in plan.reasons[0]
+
+
+def test_a_retrained_model_exports_every_file_the_targets_take(tmp_path):
+    run = write_run(tmp_path)
+    (run / "model.keras").write_bytes(b"retrained")
+    plan = plan_stages(open_run(run), ["server"])
+    assert plan.export == ("onnx", "onnx-int8")
+    assert "model.keras changed since model.onnx was exported" in plan.reasons[0]
+
+
+def test_int8_calibration_takes_a_training_split_smaller_than_exports_default(tmp_path):
+    run = write_run(tmp_path)
+    edit_json(run / "config.json", lambda c: c["dataset"]["splits"].update(train=240))
+    assert calib_samples(open_run(run), ["onnx", "tflite-int8"]) == 240
+    assert calib_samples(open_run(run), ["onnx", "tflite"]) is None  # none calibrates
+    assert calib_samples(open_run(write_run(tmp_path / "big")), ["tflite-int8"]) is None
+
+
+def edit_json(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    ("file", "change", "why"),
+    [
+        ("verify.json", lambda v: v.update(date="2026-11-28T00:00:00+00:00"), "does not cover"),
+        ("verify.json", lambda v: v["models"].update(samples=100), "scored 100 of the 1000"),
+        ("verify.json", lambda v: v.pop("models"), "has no model level"),
+    ],
+    ids=["another verify", "a subset", "ops only"],
+)
+def test_verify_runs_again_when_verify_json_does_not_describe_the_files(
+    tmp_path, file, change, why
+):
+    run = write_run(tmp_path)
+    edit_json(run / file, change)
+    plan = plan_stages(open_run(run), list(TARGETS))
+    assert plan.verify and not plan.export and not plan.bench_formats
+    assert why in plan.reasons[0]
+
+
+def _old_rows(b: dict) -> None:
+    for row in b["rows"]:
+        row.pop("sha256")
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda b: b["machine"].update(cpu="another CPU"), "timed on another machine"),
+        (lambda b: b["machine"]["versions"].update(litert="0.0"), "timed with litert 0.0"),
+        (lambda b: b["rows"][4].update(sha256="0" * 64), "timed another model_fp32.tflite"),
+        (lambda b: b["rows"].pop(5), "no batch-1 mediapipe row of model_fp32.tflite"),
+        (lambda b: (_old_rows(b), b.update(date="2026-11-26T00:00:00+00:00")), "timed another"),
+    ],
+    ids=["machine", "versions", "bytes", "missing row", "before the export"],
+)
+def test_bench_runs_again_when_bench_json_is_not_this_machines_or_files(tmp_path, change, why):
+    run = write_run(tmp_path)
+    edit_json(run / "bench.json", change)
+    plan = plan_stages(open_run(run), list(TARGETS))
+    assert plan.bench_formats and not plan.verify and not plan.export
+    assert why in plan.reasons[0]
+    assert set(plan.bench_runtimes) == {"litert", "ort-cpu", "mediapipe"} | (
+        {"ort-cuda"} if RUNTIMES["ort-cuda"].unavailable() is None else set()
+    )
+
+
+def test_bench_rows_of_an_older_bench_without_sha256_are_reused_after_the_export(tmp_path):
+    run = write_run(tmp_path)
+    edit_json(run / "bench.json", _old_rows)
+    assert plan_stages(open_run(run), list(TARGETS)).nothing
+
+
+# -- the bundle -------------------------------------------------------------------------------
+
+
+def test_ship_writes_the_bundle_of_a_current_run(tmp_path, web_parts, capsys):
+    run = write_run(tmp_path)
+    out = tmp_path / "deep" / "bundle"
+    assert ship(run, "--out", out, "--max-accuracy-drop", "0.5") == 0
+    printed = capsys.readouterr().out
+    assert "reused" in printed and f"bundle: {out}" in printed
+    picks = EXPECTED[0.5]
+    files = {FORMATS[f].filename for f in picks.values()} | {"model.required_operators.config"}
+    top = {p.name for p in out.iterdir()}
+    assert top == files | {"labels.txt", "model.json", CARD_FILE, README_FILE, "report.html", "web"}
+    for name in files:
+        assert (out / name).read_bytes() == (run / "export" / name).read_bytes()
+    manifest = json.loads((out / "model.json").read_text())
+    assert set(manifest["artifacts"]) == set(picks.values())
+    shipped_picks = manifest[SHIP_KEY]["picks"]
+    assert {t: p["format"] for t, p in shipped_picks.items()} == picks
+    assert manifest[SHIP_KEY]["max_accuracy_drop"] == 0.5
+    # the report and the web app: called on the folder that became the bundle, with the picks
+    (report, web) = web_parts.calls
+    assert report[0] == "report" and report[2] == run and set(report[3]) == set(TARGETS)
+    assert {t: asdict(p) for t, p in report[3].items()} == shipped_picks
+    assert web[0] == "web" and web[3] == report[3]["web"] and web[1] == report[1]
+    assert not report[1].exists()  # the scratch folder, renamed to --out
+    assert "Stand-in web notes" in (out / README_FILE).read_text()
+    assert [p.name for p in out.parent.iterdir()] == ["bundle"]  # no scratch left
+    mask = os.umask(0)
+    os.umask(mask)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~mask  # not mkdtemp's 0700
+
+
+def test_the_default_budget_and_out(tmp_path, web_parts):
+    run = write_run(tmp_path)
+    assert ship(run, "--target", "web,server") == 0
+    manifest = json.loads((run / "ship" / "model.json").read_text())
+    picks = {t: p["format"] for t, p in manifest[SHIP_KEY]["picks"].items()}
+    assert picks == {t: EXPECTED[DEFAULT_MAX_DROP][t] for t in ("web", "server")}
+    assert (run / "ship" / "web" / "index.html").is_file()
+    (report,) = [c for c in web_parts.calls if c[0] == "report"]
+    assert list(report[3]) == ["web", "server"]
+
+
+def test_without_the_web_target_there_is_no_web_app(tmp_path, web_parts):
+    run = write_run(tmp_path)
+    assert ship(run, "--target", "server", "--out", tmp_path / "b") == 0
+    assert [c[0] for c in web_parts.calls] == ["report"]
+    assert not (tmp_path / "b" / "web").exists()
+    assert "web" not in (tmp_path / "b" / README_FILE).read_text().split("## Traps")[0]
+
+
+def test_nothing_within_the_budget_exits_2_in_one_line_and_writes_nothing(
+    tmp_path, web_parts, capsys
+):
+    run = write_run(tmp_path, NOTHING_WITHIN)
+    out = tmp_path / "new" / "bundle"
+    assert ship(run, "--target", "android,web", "--max-accuracy-drop", "0.2", "--out", out) == 2
+    line = one_line_error(capsys)
+    assert "target android:" in line and "drops 0.30 points" in line
+    assert not (tmp_path / "new").exists() and web_parts.calls == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--target", "andriod"], "unknown --target 'andriod': did you mean 'android'?"),
+        (["--target", "web,,server"], "--target 'web,,server' has an empty item"),
+        (["--target", ""], "--target is empty"),
+        (["--max-accuracy-drop", "-1"], "--max-accuracy-drop must be a number of top-1 points"),
+        (["--max-accuracy-drop", "nan"], "argument --max-accuracy-drop: must be a finite number"),
+        (["--port", "8000"], "--port applies to --serve"),
+        (["--bench-seconds", "0"], "--bench-seconds must be a positive number"),
+    ],
+)
+def test_bad_arguments_exit_2_in_one_line(tmp_path, web_parts, capsys, argv, message):
+    run = write_run(tmp_path)
+    assert ship(run, *argv) == 2
+    assert message in one_line_error(capsys)
+    assert not (run / "ship").exists()
+
+
+def test_an_out_that_is_not_a_bundle_is_refused_and_left_alone(tmp_path, web_parts, capsys):
+    run = write_run(tmp_path)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    assert ship(run, "--out", mine) == 2
+    assert "is a folder with files that are not a bundle of `toolkit ship`" in one_line_error(
+        capsys
+    )
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    (tmp_path / "file").write_text("x")
+    assert ship(run, "--out", tmp_path / "file") == 2
+    assert "--out" in one_line_error(capsys) and web_parts.calls == []
+
+
+def test_an_earlier_bundle_or_an_empty_folder_is_replaced(tmp_path, web_parts):
+    run = write_run(tmp_path)
+    out = tmp_path / "b"
+    out.mkdir()  # empty: filled
+    assert ship(run, "--out", out, "--target", "web") == 0
+    (out / "stale.txt").write_text("from an earlier ship")
+    assert ship(run, "--out", out, "--target", "server") == 0
+    assert not (out / "stale.txt").exists() and not (out / "web").exists()
+    assert (out / "model.onnx").is_file() or (out / "model_int8.onnx").is_file()
+
+
+def test_a_failure_while_bundling_leaves_the_earlier_bundle_and_no_scratch(tmp_path, monkeypatch):
+    run = write_run(tmp_path)
+    out = tmp_path / "b"
+    WebParts(monkeypatch)
+    assert ship(run, "--out", out, "--target", "web") == 0
+    before = sorted(p.name for p in out.iterdir())
+    WebParts(monkeypatch, fail=True)
+    with pytest.raises(RuntimeError, match="the report failed"):
+        ship(run, "--out", out, "--target", "server")
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("toolkit-")] == []
+
+
+def test_serve_serves_the_bundle_on_localhost_until_interrupted(tmp_path, web_parts, monkeypatch):
+    run = write_run(tmp_path)
+    got: dict = {}
+
+    def once(self, poll_interval=0.5):  # one request, then Ctrl-C
+        host, port = self.server_address
+        got["host"] = host
+        worker = threading.Thread(target=self.handle_request)
+        worker.start()
+        with urllib.request.urlopen(f"http://{host}:{port}/model.json", timeout=30) as answer:
+            got["body"] = answer.read()
+            got["type"] = answer.headers["Content-Type"]
+        worker.join()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(serve.ThreadingHTTPServer, "serve_forever", once)
+    assert ship(run, "--target", "web", "--serve", "--port", "0") == 0
+    assert got["host"] == "127.0.0.1" and got["type"] == "application/json"
+    assert (
+        json.loads(got["body"])[SHIP_KEY]["picks"]["web"]["format"]
+        == EXPECTED[DEFAULT_MAX_DROP]["web"]
+    )
+
+
+def test_a_taken_port_is_refused_before_any_work(tmp_path, web_parts, capsys):
+    run = write_run(tmp_path)
+    taken = serve.bind(tmp_path, 0)
+    try:
+        port = taken.server_address[1]
+        assert ship(run, "--serve", "--port", port) == 2
+        assert f"--port {port} is in use on 127.0.0.1" in one_line_error(capsys)
+    finally:
+        taken.server_close()
+    assert not (run / "ship").exists() and web_parts.calls == []
+
+
+def test_served_files_have_the_types_a_browser_needs(tmp_path):
+    (tmp_path / "a.wasm").write_bytes(b"\0asm")
+    (tmp_path / "a.mjs").write_text("export {};")
+    server = serve.bind(tmp_path, 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        for name, kind in (("a.wasm", "application/wasm"), ("a.mjs", "text/javascript")):
+            with urllib.request.urlopen(serve.url(server, name), timeout=30) as answer:
+                assert answer.headers["Content-Type"] == kind
+                assert answer.headers["Cache-Control"] == "no-store"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# -- the model card and the README ------------------------------------------------------------
+
+
+def card_header(text: str) -> dict:
+    assert text.startswith("---\n")
+    return yaml.safe_load(text.split("---\n", 2)[1])
+
+
+def test_the_card_header_is_yaml_with_each_files_top1(tmp_path):
+    run = open_run(write_run(tmp_path))
+    m = read_measurements(run.path)
+    picks = choose(m, list(TARGETS), 0.5)
+    head = card_header(model_card(run, picks, m, 0.5))
+    assert head["license"] == "other" and "license_name" not in head
+    assert head["pipeline_tag"] == "image-classification" and head["metrics"] == ["accuracy"]
+    assert head["datasets"] == ["shapes"]
+    assert {"image-classification", "shiftvit", "tflite", "onnx", "ort"} <= set(head["tags"])
+    (index,) = head["model-index"]
+    values = {r["metrics"][0]["name"]: r["metrics"][0]["value"] for r in index["results"]}
+    assert all(r["dataset"]["split"] == "test" for r in index["results"])
+    expected = {"top-1 accuracy, model.keras (float32, Keras)": FLOAT_TOP1}
+    for file, ps in shipped(picks).items():
+        expected[f"top-1 accuracy, {file} ({ps[0].format})"] = TABLE[ps[0].format][0]
+    assert values == expected
+
+
+@pytest.mark.parametrize(
+    ("given", "fields"),
+    [
+        ("Apache-2.0", {"license": "apache-2.0"}),
+        ('ACME "internal" use only: see LICENSE', {"license": "other"}),
+    ],
+)
+def test_the_card_license_is_the_runs(tmp_path, given, fields):
+    run = open_run(write_run(tmp_path, license=given))
+    m = read_measurements(run.path)
+    head = card_header(model_card(run, choose(m, ["web"], 0.5), m, 0.5))
+    assert {k: head[k] for k in ("license",)} == fields
+    if fields["license"] == "other":
+        assert head["license_name"] == given  # quotes and colons survive as YAML
+
+
+def test_the_card_body_holds_each_files_figures(tmp_path):
+    run = open_run(write_run(tmp_path))
+    m = read_measurements(run.path)
+    picks = choose(m, list(TARGETS), 0.6)
+    text = model_card(run, picks, m, 0.6)
+    for name, p in picks.items():
+        section = re.split(r"\n##+ ", text.split(f"### `{p.file}`", 1)[1])[0]
+        assert f"Embed ({name}):" in section
+        assert (
+            f"{p.top1:.2%}" in section and f"{(p.top1 - FLOAT_TOP1) * 100:+.2f} points" in section
+        )
+        assert f"{p.agreement:.2%}" in section and f"{p.size_bytes:,} bytes" in section
+        for runtime, p50 in TABLE[p.format][1].items():  # every runtime bench.json timed it on
+            figure = f"{p50:.3f} ms" if isinstance(p50, float) else p50
+            assert f"{runtime} {figure}" in section
+        assert f"pass on {FORMATS[p.format].runtime} {FORMATS[p.format].runtime}-version" in section
+        assert (
+            "min_cosine 0.98" in section and f"precision {FORMATS[p.format].precision}" in section
+        )
+        assert f'setModelAssetPath("{p.file}")' in section or name != "android"
+    assert cpu_model() in text and ", ".join(cpu_flags()) in text
+    assert "one image is 0.1 points" in text
+
+
+def test_the_readme_states_the_int8_files_tensors_as_model_json_records_them():
+    m = measurements()
+    picks = choose(m, ["android"], 1.0)
+    assert picks["android"].format == "tflite-int8"
+    text = bundle_readme("shiftvit-tiny", picks, m.manifest)
+    assert "takes uint8 pixels (scale 1, zero point 0: the 0-255 values themselves)" in text
+    assert "gives float32 probabilities: nothing to dequantize" in text
+    assert "Pixels 0-255, not 0-1" in text and "32x32, NHWC, RGB" in text
+    assert "| `serving_default_image:0` | `StatefulPartitionedCall:0` |" in text
+    assert "files give logits" not in text  # none shipped
+    # were the int8 file's output quantized, the README would say how to read it
+    entry = m.manifest["artifacts"]["tflite-int8"]
+    entry["outputs"][0] |= {"dtype": "uint8", "scale": 1 / 256, "zero_point": 0}
+    text = bundle_readme("shiftvit-tiny", picks, m.manifest)
+    assert "gives uint8 (real = 0.00390625 x (q - 0)): dequantize" in text
+
+
+def test_the_readme_of_a_server_bundle_says_onnx_gives_logits():
+    m = measurements()
+    text = bundle_readme("x", choose(m, ["server"], 0.0), m.manifest)
+    assert "The `.onnx` files give logits" in text
+    assert "| ONNX Runtime | `model.onnx` | `image` | `logits` |" in text
+    assert "int8 `.tflite`" not in text and "web/" not in text
+
+
+# -- end to end on a tiny trained run (slow) --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    """A tiny ShiftViT, 1 epoch on synthetic shapes: nothing exported, verified or benched."""
+    from toolkit.training.train import TrainOptions, train
+
+    root = tmp_path_factory.mktemp("ship")
+    return train(TrainOptions("shiftvit", "tiny", "shapes:300", epochs=1), out=root / "run")
+
+
+def test_ship_end_to_end_on_a_tiny_run(tiny_run, monkeypatch, capsys):
+    """Export, verify and bench from nothing; picks that match bench.json and verify.json;
+    files that load in LiteRT and ONNX Runtime as the README says; the card's figures; then a
+    second ship that reuses everything."""
+    import onnxruntime as ort
+    from ai_edge_litert.interpreter import Interpreter
+
+    WebParts(monkeypatch)
+    out = tiny_run.parent / "bundle"
+    assert ship(tiny_run, "--max-accuracy-drop", "0.5", "--out", out, "--bench-seconds", 0.2) == 0
+    printed = capsys.readouterr().out
+    bench = json.loads((tiny_run / "bench.json").read_text())
+    verify = json.loads((tiny_run / "verify.json").read_text())
+    manifest = json.loads((out / "model.json").read_text())
+    picks = {t: Pick(**p) for t, p in manifest[SHIP_KEY]["picks"].items()}
+    assert list(picks) == list(TARGETS)
+    reference = verify["models"]["reference"]["top1_accuracy"]
+    ok = {
+        (r["format"], r["runtime"]): r for r in bench["rows"] if r["status"] == "ok"
+    }  # batch 1 only
+    for name, p in picks.items():
+        row = ok[p.format, p.runtime]
+        cell = next(c for c in verify["models"]["cells"] if c["format"] == p.format)
+        assert (p.p50_ms, p.size_bytes, p.float_top1) == (
+            row["p50_ms"],
+            row["size_bytes"],
+            reference,
+        )
+        assert (p.top1, p.agreement) == (
+            cell["metrics"]["top1_accuracy"],
+            cell["metrics"]["top1_agreement"],
+        )
+        assert (reference - p.top1) * 100 <= 0.5 + 1e-9
+        for (fmt, runtime), other in ok.items():  # none faster within the budget
+            if fmt in TARGETS[name].formats and runtime == p.runtime and other["p50_ms"] < p.p50_ms:
+                top1 = next(
+                    c["metrics"]["top1_accuracy"]
+                    for c in verify["models"]["cells"]
+                    if c["format"] == fmt and c["runtime"] == FORMATS[fmt].runtime
+                )
+                assert (reference - top1) * 100 > 0.5, (name, fmt)
+        assert name in printed and p.file in printed
+    # the files load and answer as the README says: .tflite probabilities, .onnx/.ort logits
+    image = np.full((1, 32, 32, 3), 128, np.float32)
+    for file, ps in shipped(picks).items():
+        entry = manifest["artifacts"][ps[0].format]
+        if file.endswith(".tflite"):
+            interpreter = Interpreter(model_path=str(out / file))
+            interpreter.allocate_tensors()
+            (inp,), (res,) = interpreter.get_input_details(), interpreter.get_output_details()
+            assert (inp["name"], inp["dtype"].__name__) == (
+                entry["inputs"][0]["tensor"],
+                entry["inputs"][0]["dtype"],
+            )
+            interpreter.set_tensor(inp["index"], image.astype(inp["dtype"]))
+            interpreter.invoke()
+            scores = interpreter.get_tensor(res["index"])
+            assert scores.shape == (1, 10) and scores.sum() == pytest.approx(1, abs=1e-3)
+        else:
+            session = ort.InferenceSession(str(out / file), providers=["CPUExecutionProvider"])
+            (logits,) = session.run([entry["output"]], {entry["inputs"][0]["name"]: image})
+            assert entry["output"] == "logits" and logits.shape == (1, 10)
+            assert np.isfinite(logits).all()
+    # the card: header values and body figures are bench.json's and verify.json's
+    card = (out / CARD_FILE).read_text()
+    values = [r["metrics"][0]["value"] for r in card_header(card)["model-index"][0]["results"]]
+    assert values == [reference, *(ps[0].top1 for ps in shipped(picks).values())]
+    for p in picks.values():
+        assert f"{p.p50_ms:.3f} ms" in card and f"{p.top1:.2%}" in card
+    assert bench["machine"]["cpu"] in card and verify["date"] in card
+    # again: everything is current, nothing is redone
+    stamps = {n: (tiny_run / n).stat().st_mtime_ns for n in ("bench.json", "verify.json")}
+    assert ship(tiny_run, "--max-accuracy-drop", "0.5", "--out", out) == 0
+    assert "export, verify.json and bench.json are current: reused" in capsys.readouterr().out
+    assert stamps == {n: (tiny_run / n).stat().st_mtime_ns for n in stamps}
+    again = json.loads((out / "model.json").read_text())[SHIP_KEY]["picks"]
+    assert again == {t: asdict(p) for t, p in picks.items()}
+    # and from Python
+    import toolkit
+
+    shipped_now = toolkit.ship_run(tiny_run, "server", max_drop=0.5, out=out)
+    assert shipped_now.stages.nothing and shipped_now.picks == {"server": picks["server"]}
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [picks["server"].file, "labels.txt", "model.json", CARD_FILE, README_FILE, "report.html"]
+    )

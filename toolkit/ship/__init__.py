@@ -1,0 +1,7 @@
+"""`toolkit ship RUN`: for each target (android, ios, web, server) the fastest exported file
+within a top-1 budget, in a bundle with its model card, README, report and web app.
+
+The stage on top of export, verify and bench: it brings them up to date (stages.py), picks from
+their results (picks.py) and writes the bundle (bundle.py). `targets.py` and `command.py` import
+nothing heavy, so `toolkit --help` stays light.
+"""

@@ -1,0 +1,217 @@
+"""`ship_run`: bring the run up to date, pick a file per target, and write the bundle folder.
+
+The bundle is built in a scratch folder beside --out and renamed into place: an interrupted ship
+leaves no half bundle (and its scratch folder is removed by the next one). Like `yolo export`,
+which replaces its earlier output, ship replaces an earlier bundle at --out (a folder whose
+model.json has a `ship` record), or fills an empty folder; any other existing --out is refused,
+so that it never deletes files it did not write.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from toolkit import atomic
+from toolkit.argtypes import ALL, choose_names
+from toolkit.errors import UsageError
+from toolkit.formats import FORMATS
+from toolkit.manifest import sha256
+from toolkit.runfolder import LABELS_FILE, MANIFEST_FILE, Run, open_run
+from toolkit.scratch import PREFIX, remove_dead_scratch
+from toolkit.ship.card import CARD_FILE, model_card
+from toolkit.ship.picks import DEFAULT_MAX_DROP, Measurements, Pick, check_budget, choose
+from toolkit.ship.readme import README_FILE, bundle_readme
+from toolkit.ship.stages import (
+    StagePlan,
+    check_stage_outputs,
+    plan_stages,
+    read_measurements,
+    run_stages,
+)
+from toolkit.ship.targets import TARGETS
+
+SHIP_DIR = "ship"  # the default --out: RUN/ship
+SHIP_KEY = "ship"  # the bundle's model.json record of the picks; marks a folder as a bundle
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """What `ship_run` did: the bundle folder, the picks, the files in it, the stages it ran."""
+
+    out: Path
+    picks: dict[str, Pick]
+    files: tuple[str, ...]  # paths in the bundle, relative to it
+    stages: StagePlan
+
+
+def is_bundle(folder: Path) -> bool:
+    """Whether `folder` holds a bundle `toolkit ship` wrote (its model.json has a ship record)."""
+    from toolkit.ship.stages import read_json
+
+    return SHIP_KEY in read_json(folder / MANIFEST_FILE)
+
+
+def check_out(out: Path) -> None:
+    """A UsageError, before any work, unless `out` can become the bundle: absent, an empty
+    folder or an earlier bundle, in a folder where a new one can be made."""
+    way = "pass --out NEW_FOLDER"
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file: {way}")
+    if out.is_dir() and any(out.iterdir()) and not is_bundle(out):
+        raise UsageError(
+            f"--out {out} is a folder with files that are not a bundle of `toolkit ship`: "
+            f"{way}, or empty it (ship replaces only its own bundles)"
+        )
+    parent = out.resolve().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UsageError(f"--out {out}: {parent} is a file, not a folder; {way}")
+    try:
+        probe = tempfile.mkdtemp(prefix=".toolkit-write-check.", dir=parent)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UsageError(
+            f"cannot write --out {out}: {parent} is not writable ({reason}); {way}"
+        ) from exc
+    os.rmdir(probe)
+
+
+def bundle_manifest(m: Measurements, picks: dict[str, Pick], max_drop: float) -> dict:
+    """The run's model.json with only the shipped files' entries, and the picks under `ship`."""
+    formats = {p.format for p in picks.values()}
+    manifest = {k: v for k, v in m.manifest.items() if k != "artifacts"}
+    manifest["artifacts"] = {f: e for f, e in m.manifest["artifacts"].items() if f in formats}
+    manifest[SHIP_KEY] = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "max_accuracy_drop": max_drop,
+        "bench": {"date": m.bench.get("date"), "machine": m.bench.get("machine")},
+        "verify": {"date": m.verify.get("date")},
+        "picks": {name: asdict(p) for name, p in picks.items()},
+    }
+    return manifest
+
+
+def copy_files(run: Run, m: Measurements, picks: dict[str, Pick], folder: Path) -> list[str]:
+    """The picked files and their companions, and labels.txt, copied into `folder`; each file is
+    checked against model.json's sha256 after the copy."""
+    names: list[str] = []
+    for pick in picks.values():
+        if pick.file in names:
+            continue
+        shutil.copyfile(run.export_dir / pick.file, folder / pick.file)
+        if sha256(folder / pick.file) != m.manifest["artifacts"][pick.format]["sha256"]:
+            raise UsageError(
+                f"{run.export_dir / pick.file} changed while it was shipped (its sha256 is not "
+                "model.json's): run `toolkit ship` again"
+            )
+        names.append(pick.file)
+        for companion in FORMATS[pick.format].companions:
+            shutil.copyfile(run.export_dir / companion, folder / companion)
+            names.append(companion)
+    shutil.copyfile(run.export_dir / LABELS_FILE, folder / LABELS_FILE)
+    return [*names, LABELS_FILE]
+
+
+def web_parts(name: str):
+    """toolkit.ship.report or toolkit.ship.webapp (the report page and the web app)."""
+    return importlib.import_module(f"toolkit.ship.{name}")
+
+
+def write_bundle(
+    run: Run, m: Measurements, picks: dict[str, Pick], max_drop: float, folder: Path
+) -> None:
+    """Every file of the bundle into `folder` (the scratch folder renamed to --out after)."""
+    copy_files(run, m, picks, folder)
+    atomic.write_json(folder / MANIFEST_FILE, bundle_manifest(m, picks, max_drop))
+    atomic.write_text(folder / CARD_FILE, model_card(run, picks, m, max_drop))
+    web_parts("report").write_report(folder, run.path, picks)
+    notes = None
+    if "web" in picks:
+        webapp = web_parts("webapp")
+        webapp.write_web_app(folder, run.path, picks["web"])
+        notes = getattr(webapp, "WEB_NOTES", "")
+    name = f"{run.config['options']['model']}-{run.config['options']['preset']}"
+    atomic.write_text(folder / README_FILE, bundle_readme(name, picks, m.manifest, notes))
+
+
+def publish(folder: Path, out: Path) -> None:
+    """Rename the finished `folder` to `out`, replacing an earlier bundle or empty folder there."""
+    old = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-old-{os.getpid()}-", dir=out.parent))
+        os.replace(out, old / out.name)
+    try:
+        os.replace(folder, out)
+    except BaseException:
+        if old is not None:
+            os.replace(old / out.name, out)
+        raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _created_parents(out: Path) -> list[Path]:
+    return [p for p in (out.parent, *out.parent.parents) if not p.exists()]
+
+
+def ship_run(
+    run: str | Path,
+    targets: str | Iterable[str] = ALL,
+    max_drop: float = DEFAULT_MAX_DROP,
+    out: str | Path | None = None,
+    bench_seconds: float | None = None,
+    quiet: bool = True,
+) -> Shipped:
+    """Bring RUN's exports, verify.json and bench.json up to date for `targets`, pick the
+    fastest file within `max_drop` top-1 points per target, and write the bundle to `out`
+    (default RUN/ship). Bad input is a UsageError raised before any work; a target with
+    nothing within budget is one too, and nothing is written to `out` then."""
+    names = choose_names(targets, TARGETS, "--target")
+    max_drop = check_budget(max_drop)
+    if bench_seconds is not None and not 0 < bench_seconds < float("inf"):
+        raise UsageError(f"--bench-seconds must be a positive number, not {bench_seconds}")
+    opened = open_run(run)
+    out = Path(out) if out is not None else opened.path / SHIP_DIR
+    check_out(out)
+    plan = plan_stages(opened, names)
+    check_stage_outputs(opened, plan)
+    run_stages(opened, plan, bench_seconds, (lambda line: None) if quiet else print)
+    m = read_measurements(opened.path)
+    picks = choose(m, names, max_drop)
+    created = _created_parents(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_scratch(out.parent)  # what a killed ship left beside its bundle
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-ship-{os.getpid()}-", dir=out.parent))
+        os.chmod(folder, 0o777 & ~_umask())  # mkdtemp's is 0700: a bundle is for others too
+        try:
+            write_bundle(opened, m, picks, max_drop, folder)
+            files = tuple(
+                str(p.relative_to(folder)) for p in sorted(folder.rglob("*")) if p.is_file()
+            )
+            publish(folder, out)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    except BaseException:
+        for parent in created:  # deepest first; one with files in it stays
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+        raise
+    return Shipped(out, picks, files, plan)

@@ -1,0 +1,362 @@
+"""MODEL_CARD.md: a Hugging Face model card for the bundle. Its YAML header holds the license,
+tags, datasets, metrics and a `model-index` with each file's test top-1; its body, per file, the
+precision, size, top-1 and its change from float, agreement, latency per runtime on the machine
+bench.json names, the parity record verify.json holds, the input and output contract of
+model.json, and the embed snippet of each target that ships it.
+
+Every figure is read from bench.json, verify.json and model.json as they are (nothing is
+measured here); the header is YAML whose every value is a JSON scalar, which YAML reads as is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import PurePath
+
+from toolkit.bench.machine import cpu_text
+from toolkit.formats import FORMATS
+from toolkit.runfolder import LABELS_FILE, Run
+from toolkit.ship.picks import Measurements, Pick, candidates, verify_cell, within
+from toolkit.ship.targets import PROVIDERS, TARGETS
+
+CARD_FILE = "MODEL_CARD.md"
+# Hugging Face license ids a run's --license may name as they are; anything else is "other"
+HF_LICENSES = (
+    "apache-2.0",
+    "mit",
+    "bsd-2-clause",
+    "bsd-3-clause",
+    "cc-by-4.0",
+    "cc-by-sa-4.0",
+    "cc-by-nc-4.0",
+    "cc0-1.0",
+    "gpl-3.0",
+    "lgpl-3.0",
+    "mpl-2.0",
+    "openrail",
+)
+# data specs with a Hugging Face dataset id
+HF_DATASETS = {"cifar10": "uoft-cs/cifar10", "cifar100": "uoft-cs/cifar100"}
+MODEL_NAMES = {"shiftvit": "ShiftViT", "vit-lsa": "ViT with SPT and LSA", "vit": "ViT"}
+
+
+# -- the YAML header --------------------------------------------------------------------------
+
+
+def yaml_block(value: object, indent: int = 0) -> list[str]:
+    """`value` (dicts of identifier keys, lists, JSON scalars) as block-style YAML lines; every
+    scalar is written as JSON (a double-quoted string is a YAML one)."""
+    pad = " " * indent
+    lines: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, dict | list) and item:
+                lines.append(f"{pad}{key}:")
+                lines += yaml_block(item, indent + 2)
+            else:
+                lines.append(f"{pad}{key}: {_scalar(item)}")
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict | list) and item:
+                first, *rest = yaml_block(item, indent + 2)
+                lines.append(f"{pad}- {first.lstrip()}")
+                lines += rest
+            else:
+                lines.append(f"{pad}- {_scalar(item)}")
+    else:
+        lines.append(f"{pad}{_scalar(value)}")
+    return lines
+
+
+def _scalar(value: object) -> str:
+    if isinstance(value, dict | list):  # empty ones
+        return "{}" if isinstance(value, dict) else "[]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def license_fields(run: Run) -> dict:
+    """`license` (a Hugging Face id), with `license_name` when the run's --license is another."""
+    given = str((run.config.get("options") or {}).get("license") or "").strip()
+    if given.lower() in HF_LICENSES:
+        return {"license": given.lower()}
+    if not given:
+        return {"license": "other"}
+    return {"license": "other", "license_name": given}
+
+
+def dataset_id(run: Run) -> str:
+    """The Hugging Face dataset id of the run's data, else its dataset name."""
+    spec = str((run.config.get("options") or {}).get("data") or "")
+    name = str((run.config.get("dataset") or {}).get("name") or spec)
+    return HF_DATASETS.get(spec.split(":")[0], name)
+
+
+def model_name(run: Run) -> str:
+    options = run.config.get("options") or {}
+    return f"{options.get('model')}-{options.get('preset')}"
+
+
+def shipped(picks: dict[str, Pick]) -> dict[str, list[Pick]]:
+    """File -> the picks that ship it, in order of first pick."""
+    files: dict[str, list[Pick]] = {}
+    for pick in picks.values():
+        files.setdefault(pick.file, []).append(pick)
+    return files
+
+
+def header(run: Run, picks: dict[str, Pick], m: Measurements) -> dict:
+    """The card's YAML header as a dict."""
+    options = run.config.get("options") or {}
+    files = shipped(picks)
+    tags = ["image-classification", "vision-transformer", str(options.get("model"))]
+    tags += sorted({PurePath(f).suffix.lstrip(".") for f in files} | {"edge"})
+    tags += sorted({FORMATS[p[0].format].precision for p in files.values()})
+    tags += sorted({p.runtime for p in picks.values()})
+    dataset = dataset_id(run)
+    split = (m.verify.get("models") or {}).get("split", "test")
+    first = next(iter(picks.values()))
+
+    def result(what: str, value: float) -> dict:
+        return {
+            "task": {"type": "image-classification", "name": "Image Classification"},
+            "dataset": {"name": dataset, "type": dataset, "split": split},
+            "metrics": [{"type": "accuracy", "name": f"top-1 accuracy, {what}", "value": value}],
+        }
+
+    results = [result("model.keras (float32, Keras)", first.float_top1)]
+    for file, ps in files.items():
+        results.append(result(f"{file} ({ps[0].format})", ps[0].top1))
+    return {
+        **license_fields(run),
+        "pipeline_tag": "image-classification",
+        "tags": list(dict.fromkeys(tags)),
+        "datasets": [dataset],
+        "metrics": ["accuracy"],
+        "model-index": [{"name": model_name(run), "results": results}],
+    }
+
+
+# -- the body ---------------------------------------------------------------------------------
+
+
+def percent(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2%}"
+
+
+def change(pick: Pick) -> str:
+    """The file's top-1 change from the float model, in points (+0.00 when none)."""
+    return f"{(pick.top1 - pick.float_top1) * 100 + 0.0:+.2f} points"
+
+
+def shape_text(shape: list) -> str:
+    """[None, 32, 32, 3] -> '[N, 32, 32, 3]': N is any batch."""
+    return "[" + ", ".join("N" if d is None else str(d) for d in shape) + "]"
+
+
+def ms(x: float) -> str:
+    return f"{x:.3f} ms"
+
+
+def _tensor(spec: dict) -> str:
+    tensor = f" (tensor `{spec['tensor']}`)" if spec.get("tensor") else ""
+    shape = shape_text(spec.get("shape", []))
+    quant = ""
+    if spec.get("scale") is not None:
+        quant = f", quantized: real = {spec['scale']:g} x (q - {spec.get('zero_point')})"
+    return f"`{spec['name']}`{tensor}: {spec['dtype']} {shape}{quant}"
+
+
+def contract_lines(manifest: dict, entry: dict) -> list[str]:
+    """The input and output of one file as an app codes against them (model.json)."""
+    shape = manifest.get("input") or {}
+    pre = manifest.get("preprocessing") or {}
+    inputs, outputs = entry.get("inputs") or [], entry.get("outputs") or []
+    what = (
+        "softmax probabilities (sum 1)"
+        if entry.get("output") == "probabilities"
+        else "logits (apply a softmax for probabilities)"
+    )
+    lines = []
+    if inputs:
+        lines.append(
+            f"- **Input**: {_tensor(inputs[0])}, {shape.get('layout', 'NHWC')} "
+            f"{shape.get('range', 'RGB 0-255')} pixels, not 0-1; {pre.get('summary', '')}"
+        )
+    if outputs:
+        lines.append(
+            f"- **Output**: {_tensor(outputs[0])}, {what}; class i is line i of `{LABELS_FILE}`"
+        )
+    return lines
+
+
+def latency_text(m: Measurements, fmt: str, ranked_by: dict[str, list[str]]) -> str:
+    """p50 at batch 1 of the file on every runtime bench.json timed it on."""
+    parts = []
+    for row in m.bench.get("rows") or []:
+        if row.get("format") != fmt or row.get("batch") != 1:
+            continue
+        runtime = row["runtime"]
+        figure = ms(row["p50_ms"]) if row.get("status") == "ok" else row.get("status", "?")
+        ranks = f" (ranks {', '.join(ranked_by[runtime])})" if runtime in ranked_by else ""
+        parts.append(f"{runtime} {figure}{ranks}")
+    return "; ".join(parts) or "not timed"
+
+
+def parity_text(m: Measurements, pick: Pick) -> str:
+    """The verify cell the top-1 came from: status, tolerance, figures, versions."""
+    cell = verify_cell(m, pick.format, pick.runtime)
+    if cell is None:
+        return "not verified (top-1 from bench.json)"
+    tolerance = ", ".join(
+        f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+        for k, v in (cell.get("tolerance") or {}).items()
+    )
+    metrics = cell.get("metrics") or {}
+    figures = [
+        f"max abs {metrics['max_abs']:.3g}" if metrics.get("max_abs") is not None else "",
+        f"cosine {metrics['cosine']:.6f}" if metrics.get("cosine") is not None else "",
+        f"top-1 agreement {percent(metrics.get('top1_agreement'))}",
+        f"top-1 change {metrics.get('top1_delta', 0) * 100:+.2f} points",
+    ]
+    found = m.verify.get("versions") or {}
+    record = (m.manifest["artifacts"][pick.format].get("parity") or {}).get("runtimes") or {}
+    version = (record.get(cell["runtime"]) or {}).get("version")
+    versions = ", ".join(f"{k} {v}" for k, v in found.items())
+    return (
+        f"{cell['status']} on {cell['runtime']} {version or ''}".rstrip()
+        + f" (`toolkit verify`, {m.verify.get('date')}); tolerance: {tolerance}; figures: "
+        + ", ".join(f for f in figures if f)
+        + f"; versions: {versions}"
+    )
+
+
+def snippet_fields(manifest: dict, entry: dict, pick: Pick) -> dict:
+    path = PurePath(pick.file)
+    shape = manifest.get("input") or {}
+    return {
+        "file": pick.file,
+        "stem": path.stem,
+        "ext": path.suffix.lstrip("."),
+        "input": (entry.get("inputs") or [{}])[0].get("name", "image"),
+        "output": entry.get("output", "probabilities"),
+        "height": shape.get("height"),
+        "width": shape.get("width"),
+        "providers": PROVIDERS.get(pick.runtime, PROVIDERS["ort-cpu"]),
+    }
+
+
+def file_section(m: Measurements, file: str, picks: list[Pick]) -> list[str]:
+    """The card's section of one bundled file."""
+    pick = picks[0]
+    fmt = FORMATS[pick.format]
+    entry = m.manifest["artifacts"][pick.format]
+    ranked_by: dict[str, list[str]] = {}
+    for p in picks:
+        ranked_by.setdefault(p.runtime, []).append(p.target)
+    agreement = (
+        f"; agrees with the float model's top-1 on {percent(pick.agreement)} of the images"
+        if pick.agreement is not None
+        else ""
+    )
+    lines = [
+        f"### `{file}`: {', '.join(p.target for p in picks)}",
+        "",
+        f"- **Format**: `{fmt.name}`, {fmt.description}; precision {fmt.precision}",
+        f"- **Size**: {pick.size_bytes:,} bytes; sha256 `{entry.get('sha256')}`",
+        f"- **Top-1** (test split): {percent(pick.top1)}, {change(pick)} from the float model "
+        f"({percent(pick.float_top1)}){agreement}",
+        f"- **Latency** (p50, batch 1): {latency_text(m, pick.format, ranked_by)}",
+        f"- **Parity**: {parity_text(m, pick)}",
+        *contract_lines(m.manifest, entry),
+    ]
+    for p in picks:
+        snippet = TARGETS[p.target].snippet_for(file)
+        code = snippet.render(**snippet_fields(m.manifest, entry, p)).rstrip("\n")
+        lines += ["", f"Embed ({p.target}):", "", f"```{snippet.language}", code, "```"]
+    return lines + [""]
+
+
+def candidate_rows(m: Measurements, picks: dict[str, Pick], max_drop: float) -> list[str]:
+    """Every file each target could take: latency, top-1, drop, and whether it was in budget."""
+    rows = [
+        "| target | file | ranked on | p50 batch 1 | top-1 | change | within budget | shipped |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, pick in picks.items():
+        found, _ = candidates(m, TARGETS[name], pick.float_top1)
+        for c in sorted(found, key=lambda c: c.p50_ms):
+            rows.append(
+                f"| {name} | `{c.file}` | {c.runtime} | {ms(c.p50_ms)} | {percent(c.top1)} | "
+                f"{change(c)} | {'yes' if within(c, max_drop) else 'no'} | "
+                f"{'**yes**' if c.file == pick.file else ''} |"
+            )
+    return rows
+
+
+def body(run: Run, picks: dict[str, Pick], m: Measurements, max_drop: float) -> list[str]:
+    """The card's Markdown after the header."""
+    options = run.config.get("options") or {}
+    dataset = run.config.get("dataset") or {}
+    machine = m.bench.get("machine") or {}
+    models = m.verify.get("models") or {}
+    first = next(iter(picks.values()))
+    samples = models.get("samples")
+    one_image = f"; one image is {100 / samples:.2g} points" if samples else ""
+    model = MODEL_NAMES.get(options.get("model"), options.get("model"))
+    synthetic = (
+        " Its data is synthetic: the accuracy says nothing about real images."
+        if dataset.get("synthetic")
+        else ""
+    )
+    lines = [
+        f"# {model_name(run)}",
+        "",
+        f"{model} (`{options.get('preset')}` preset) image classifier trained by `toolkit "
+        f"train` on `{options.get('data')}` ({dataset.get('num_classes')} classes, input "
+        f"{'x'.join(map(str, dataset.get('image_shape', [])))} RGB).{synthetic} This bundle "
+        f"holds, for each target, the fastest exported file on the machine below whose test "
+        f"top-1 is at most {max_drop:g} points below the float model's "
+        f"(`toolkit ship --max-accuracy-drop {max_drop:g}`).",
+        "",
+        "| target | file | format | ranked on | p50 batch 1 | top-1 | change | agreement | size |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, p in picks.items():
+        lines.append(
+            f"| {name} | `{p.file}` | `{p.format}` | {p.runtime} | {ms(p.p50_ms)} | "
+            f"{percent(p.top1)} | {change(p)} | {percent(p.agreement)} | {p.size_bytes:,} B |"
+        )
+    threads = (m.bench.get("protocol") or {}).get("threads")
+    lines += [
+        "",
+        f"- **Machine**: {cpu_text(machine) if machine.get('cpu') else 'unknown'}, "
+        f"{machine.get('cores')} cores, {threads} threads; latency from `bench.json` of "
+        f"{m.bench.get('date')} (`{m.bench.get('command')}`): this machine's, not a phone's "
+        "or a browser's; time the file there before you rely on it.",
+        f"- **Top-1**: `verify.json` of {m.verify.get('date')}: every file and the float "
+        f"`model.keras` ({percent(first.float_top1)}) on the {samples} images of the test "
+        f"split of `{models.get('data')}`{one_image}.",
+        "",
+        "## Files",
+        "",
+    ]
+    for file, ps in shipped(picks).items():
+        lines += file_section(m, file, ps)
+    lines += [
+        "## How the files were chosen",
+        "",
+        f"For each target, among the files its runtime loads, the lowest p50 at batch 1 whose "
+        f"top-1 is within {max_drop:g} points of the float model's; a file beyond that is "
+        "never shipped.",
+        "",
+        *candidate_rows(m, picks, max_drop),
+        "",
+    ]
+    return lines
+
+
+def model_card(run: Run, picks: dict[str, Pick], m: Measurements, max_drop: float) -> str:
+    """MODEL_CARD.md's text."""
+    return "\n".join(
+        ["---", *yaml_block(header(run, picks, m)), "---", "", *body(run, picks, m, max_drop)]
+    )

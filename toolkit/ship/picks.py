@@ -1,0 +1,213 @@
+"""The picks: for each target, the fastest file within a top-1 budget, from what bench.json and
+verify.json hold (pure: dicts in, picks out).
+
+Latency is bench.json's p50 at batch 1 on the runtime that ranks the target's files (targets.py).
+Top-1 and its agreement with the float model are verify.json's model cells (every file against
+the Keras model on the run's test split); bench.json's top-1 of a row stands in only for a file
+verify.json has no cell for (then without agreement). The budget is in points of top-1:
+drop = (float top-1 - file top-1) x 100, and a file whose drop exceeds it is never picked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from toolkit.errors import UsageError
+from toolkit.formats import FORMATS
+from toolkit.ship.targets import TARGETS, Target
+
+# top-1 fractions are counts over N images: their difference in points is exact up to float
+# rounding, e.g. (0.5 - 0.495) x 100 = 0.5000000000000004; a drop this close to the budget is in
+BUDGET_SLACK = 1e-9
+PASSED = "pass"  # verify's status of a cell within its tolerance
+DEFAULT_MAX_DROP = 1.0  # top-1 points: `toolkit ship`'s default budget
+
+
+@dataclass(frozen=True)
+class Pick:
+    """The file shipped for one target, and the figures it was chosen on."""
+
+    target: str  # TARGETS key
+    format: str  # FORMATS key
+    file: str  # file name (in RUN/export and in the bundle)
+    runtime: str  # the bench runtime whose latency ranked it
+    p50_ms: float  # bench.json p50 at batch 1 on this machine
+    top1: float  # the file's test top-1 (0-1), from verify.json / bench.json
+    float_top1: float  # the float Keras model's top-1 on the same split
+    agreement: float | None  # top-1 agreement with the float model (verify.json)
+    size_bytes: int
+
+    @property
+    def drop_points(self) -> float:
+        """Top-1 points lost against the float model (negative: the file scores higher)."""
+        return (self.float_top1 - self.top1) * 100
+
+
+@dataclass(frozen=True)
+class Measurements:
+    """What picks are made from: bench.json, verify.json and model.json as dicts ({} if none)."""
+
+    bench: dict
+    verify: dict
+    manifest: dict
+
+
+def check_budget(max_drop: float) -> float:
+    """The budget in points, or a UsageError: a finite number >= 0."""
+    if not (isinstance(max_drop, int | float) and math.isfinite(max_drop) and max_drop >= 0):
+        raise UsageError(
+            f"--max-accuracy-drop must be a number of top-1 points >= 0, got {max_drop!r}: "
+            "e.g. 0.5 ships the fastest file at most half a point below the float model"
+        )
+    return float(max_drop)
+
+
+def float_top1(m: Measurements) -> float | None:
+    """The float Keras model's test top-1: verify.json's reference, else bench.json's keras row."""
+    reference = ((m.verify.get("models") or {}).get("reference") or {}).get("top1_accuracy")
+    if reference is not None:
+        return float(reference)
+    for row in m.bench.get("rows") or []:
+        if row.get("runtime") == "keras" and row.get("batch") == 1 and row.get("top1") is not None:
+            return float(row["top1"])
+    return None
+
+
+def verify_cell(m: Measurements, fmt: str, runtime: str) -> dict | None:
+    """verify.json's model cell of `fmt` that scored a top-1: on `runtime` if verify runs it,
+    else on the format's own runtime (a .tflite's MediaPipe rank uses its LiteRT cell)."""
+    cells = (m.verify.get("models") or {}).get("cells") or []
+    for wanted in dict.fromkeys((runtime, FORMATS[fmt].runtime)):
+        for cell in cells:
+            scored = (cell.get("metrics") or {}).get("top1_accuracy") is not None
+            if cell.get("format") == fmt and cell.get("runtime") == wanted and scored:
+                return cell
+    return None
+
+
+def bench_row(m: Measurements, fmt: str, runtime: str) -> dict | None:
+    """bench.json's batch-1 row of `fmt` on `runtime`, or None."""
+    for row in m.bench.get("rows") or []:
+        if row.get("format") == fmt and row.get("runtime") == runtime and row.get("batch") == 1:
+            return row
+    return None
+
+
+def opens(runtime: str, file: str) -> bool:
+    """Whether bench runtime `runtime` opens `file` (by suffix, as bench pairs them)."""
+    from toolkit.runtimes import RUNTIMES
+
+    return PurePath(file).suffix.lower() in RUNTIMES[runtime].suffixes
+
+
+def ranking_runtime(m: Measurements, target: Target, fmt: str) -> str | None:
+    """The runtime that ranks `fmt`'s file for `target`: the first of the target's runtimes
+    that opens it and has an ok batch-1 row for some file of the target; None if none has."""
+    file = FORMATS[fmt].filename
+    for runtime in target.runtimes:
+        if not opens(runtime, file):
+            continue
+        rows = [bench_row(m, f, runtime) for f in target.formats]
+        if any(r is not None and r.get("status") == "ok" for r in rows):
+            return runtime
+    return None
+
+
+def candidates(m: Measurements, target: Target, reference: float) -> tuple[list[Pick], list[str]]:
+    """Every file of `target` with a batch-1 latency and a top-1 (as a Pick), and why each of
+    the other exported ones is not a candidate."""
+    found: list[Pick] = []
+    left_out: list[str] = []
+    exported = m.manifest.get("artifacts") or {}
+    for fmt in target.formats:
+        if fmt not in exported:
+            continue
+        file = str(exported[fmt].get("file") or FORMATS[fmt].filename)
+        runtime = ranking_runtime(m, target, fmt)
+        row = bench_row(m, fmt, runtime) if runtime else None
+        if row is None or row.get("status") != "ok":
+            on = runtime or "/".join(target.runtimes)
+            left_out.append(f"{file} has no ok batch-1 {on} row in bench.json")
+            continue
+        cell = verify_cell(m, fmt, runtime)
+        if cell is not None and cell.get("status") != PASSED:
+            left_out.append(f"{file} did not pass verify on {cell['runtime']} ({cell['status']})")
+            continue
+        if cell is not None:
+            top1 = float(cell["metrics"]["top1_accuracy"])
+            agreement = cell["metrics"].get("top1_agreement")
+        elif row.get("top1") is not None:
+            top1, agreement = float(row["top1"]), None
+        else:
+            left_out.append(f"{file} has no top-1 in verify.json or bench.json")
+            continue
+        found.append(
+            Pick(
+                target=target.name,
+                format=fmt,
+                file=file,
+                runtime=runtime,
+                p50_ms=float(row["p50_ms"]),
+                top1=top1,
+                float_top1=reference,
+                agreement=None if agreement is None else float(agreement),
+                size_bytes=int(row.get("size_bytes") or exported[fmt].get("size_bytes") or 0),
+            )
+        )
+    return found, left_out
+
+
+def within(pick: Pick, max_drop: float) -> bool:
+    """Whether `pick`'s top-1 drop is within `max_drop` points (exactly at it counts)."""
+    return pick.drop_points <= max_drop + BUDGET_SLACK
+
+
+def fastest(picks: list[Pick]) -> Pick:
+    """The lowest p50; ties to the smaller file, then to FORMATS order."""
+    order = list(FORMATS)
+    return min(picks, key=lambda p: (p.p50_ms, p.size_bytes, order.index(p.format)))
+
+
+def _points(drop: float) -> str:
+    """A drop rounded up to hundredths of a point: a budget of that much takes the file."""
+    return f"{math.ceil(round(drop * 100, 6)) / 100:.2f}"
+
+
+def choose_one(m: Measurements, target: Target, max_drop: float, reference: float) -> Pick:
+    """The fastest file of `target` within `max_drop` points; a one-line UsageError naming the
+    target, the closest file's drop and the way out when none is."""
+    found, left_out = candidates(m, target, reference)
+    inside = [p for p in found if within(p, max_drop)]
+    if inside:
+        return fastest(inside)
+    if not found:
+        why = (
+            "; ".join(left_out) or f"none of its formats ({', '.join(target.formats)}) is exported"
+        )
+        raise UsageError(
+            f"target {target.name}: no file to choose from ({why}): export, verify and bench "
+            f"them (`toolkit ship` does), or leave {target.name} out of --target"
+        )
+    closest = min(found, key=lambda p: (p.drop_points, p.p50_ms))
+    raise UsageError(
+        f"target {target.name}: no file within --max-accuracy-drop {max_drop:g} points of the "
+        f"float model's top-1 ({reference:.2%}); the closest, {closest.format} "
+        f"({closest.file}), drops {closest.drop_points:.2f} points: pass --max-accuracy-drop "
+        f"{_points(closest.drop_points)} or more, or leave {target.name} out of --target"
+    )
+
+
+def choose(run: Measurements, targets: Iterable[str], max_drop: float) -> dict[str, Pick]:
+    """Target name -> its pick, in the order given; UsageError (one line) when a target has
+    nothing within `max_drop` points, or there is no float top-1 to measure drops against."""
+    max_drop = check_budget(max_drop)
+    reference = float_top1(run)
+    if reference is None:
+        raise UsageError(
+            "no top-1 of the float model to measure drops against (verify.json has no model "
+            "level): run `toolkit verify RUN --models-only`, or let `toolkit ship` do it"
+        )
+    return {name: choose_one(run, TARGETS[name], max_drop, reference) for name in targets}

@@ -1,0 +1,278 @@
+"""Bring a run up to date for its targets: export the formats they take that are missing or stale,
+verify when verify.json does not describe those files, bench when bench.json lacks their rows on
+this machine; what still matches on disk (sha256) is reused.
+
+A file is stale when model.keras changed since its export (model.json's source_model_sha256) or
+its bytes are not the ones model.json records. verify.json describes a file when the file's
+parity record in model.json has its sha256 and verify.json's date, and verify.json scored the
+whole test split. A bench.json row is current when it was timed on this CPU, with these runtime
+versions, on these bytes: its sha256 (older bench.json rows have none: then its size, and a bench
+after the export). Anything to bench re-benches every file the targets take, on the runtimes
+that rank them, at batch 1, without the roofline, and replaces bench.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from toolkit import atomic
+from toolkit.errors import UsageError
+from toolkit.formats import FORMATS
+from toolkit.manifest import sha256
+from toolkit.runfolder import (
+    BENCH_FILES,
+    BENCH_TOP1_FILE,
+    EXPORT_DIR,
+    LABELS_FILE,
+    MANIFEST_FILE,
+    MODEL_FILE,
+    VERIFY_FILE,
+    Run,
+)
+from toolkit.ship.picks import Measurements, opens
+from toolkit.ship.targets import TARGETS
+
+NO_ROOFLINE = (
+    "toolkit ship times the rows its targets are ranked by, without the roofline: "
+    "`toolkit bench RUN` measures it"
+)
+BENCH_PACKAGES = ("onnxruntime", "litert")  # toolkit.versions keys whose change re-benches
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """What `toolkit ship` runs before it picks: nothing when every field is empty."""
+
+    export: tuple[str, ...]  # formats to export (missing or stale), in FORMATS order
+    verify: bool
+    bench_formats: tuple[str, ...]  # formats to bench (empty: bench.json is reused)
+    bench_runtimes: tuple[str, ...]
+    reasons: tuple[str, ...]  # one line per stage that runs, saying why
+
+    @property
+    def nothing(self) -> bool:
+        return not (self.export or self.verify or self.bench_formats)
+
+
+def needed_formats(targets: Iterable[str]) -> list[str]:
+    """Every format some target takes, in FORMATS order."""
+    wanted = {f for name in targets for f in TARGETS[name].formats}
+    return [f for f in FORMATS if f in wanted]
+
+
+def runtimes_here(targets: Iterable[str]) -> list[str]:
+    """The targets' ranking runtimes that run on this machine, in the targets' order; a
+    UsageError (before any work) for a target none of whose runtimes runs here."""
+    from toolkit.runtimes import RUNTIMES
+
+    found: list[str] = []
+    for name in targets:
+        target = TARGETS[name]
+        here = [r for r in target.runtimes if RUNTIMES[r].unavailable() is None]
+        if not here:
+            why = RUNTIMES[target.runtimes[-1]].unavailable()
+            raise UsageError(
+                f"target {name}: nothing here times its files ({why}); install it, or leave "
+                f"{name} out of --target"
+            )
+        found += [r for r in here if r not in found]
+    return found
+
+
+def read_json(path: Path) -> dict:
+    """A JSON object from `path`, or {} when it is missing or unreadable (then it is redone)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def read_measurements(run_dir: Path) -> Measurements:
+    """bench.json, verify.json and export/model.json of a run ({} for any missing)."""
+    run_dir = Path(run_dir)
+    return Measurements(
+        bench=read_json(run_dir / BENCH_FILES[0]),
+        verify=read_json(run_dir / VERIFY_FILE),
+        manifest=read_json(run_dir / EXPORT_DIR / MANIFEST_FILE),
+    )
+
+
+def export_problem(run: Run, manifest: dict, fmt: str, model_sha: str) -> str | None:
+    """Why format `fmt` must be exported (again), or None when RUN/export has it current."""
+    entry = (manifest.get("artifacts") or {}).get(fmt)
+    if not isinstance(entry, dict) or not entry.get("file"):
+        return f"{fmt} is not exported"
+    path = run.export_dir / str(entry["file"])
+    if not path.is_file():
+        return f"{path.name} is missing"
+    if manifest.get("source_model_sha256") != model_sha:
+        return f"{MODEL_FILE} changed since {path.name} was exported"
+    if sha256(path) != entry.get("sha256"):
+        return f"{path.name} changed after export (its sha256 is not model.json's)"
+    for companion in FORMATS[fmt].companions:
+        if not (run.export_dir / companion).is_file():
+            return f"{companion} (beside {path.name}) is missing"
+    return None
+
+
+def verify_problem(run: Run, m: Measurements, formats: list[str]) -> str | None:
+    """Why verify.json does not describe the files of `formats` (exported, current), or None."""
+    models = m.verify.get("models")
+    if not isinstance(models, dict) or not models.get("cells"):
+        return f"{VERIFY_FILE} has no model level" if m.verify else f"no {VERIFY_FILE}"
+    split = ((run.config.get("dataset") or {}).get("splits") or {}).get("test")
+    if models.get("split") != "test" or (split and models.get("samples") != split):
+        return f"{VERIFY_FILE} scored {models.get('samples')} of the {split} test images"
+    scored = {c.get("format") for c in models["cells"]}
+    for fmt in formats:
+        entry = m.manifest["artifacts"][fmt]
+        parity = entry.get("parity") or {}
+        fresh = parity.get("sha256") == entry.get("sha256") and parity.get("verified") == (
+            m.verify.get("date")
+        )
+        if not fresh or fmt not in scored:
+            return f"{VERIFY_FILE} does not cover {entry['file']} as exported"
+    return None
+
+
+def machine_problem(bench: dict) -> str | None:
+    """Why bench.json's figures are not this machine's (CPU, cores, runtime versions), or None."""
+    from toolkit.bench.machine import cpu_model
+    from toolkit.versions import versions
+
+    machine = bench.get("machine") or {}
+    if machine.get("cpu") != cpu_model() or machine.get("cores") != os.cpu_count():
+        return f"{BENCH_FILES[0]} was timed on another machine ({machine.get('cpu')})"
+    now = versions()
+    for package in BENCH_PACKAGES:
+        was = (machine.get("versions") or {}).get(package)
+        if was != now.get(package):
+            return f"{BENCH_FILES[0]} was timed with {package} {was}, this is {now.get(package)}"
+    return None
+
+
+def row_current(row: dict, path: Path, entry: dict, bench_date: str) -> bool:
+    """Whether a bench.json row timed the bytes at `path` (by sha256; rows of older benches,
+    which have none, by size and a bench after the file's export)."""
+    if not path.is_file():
+        return False
+    if row.get("sha256"):
+        return row["sha256"] == sha256(path)
+    exported = str(entry.get("exported") or "")
+    return row.get("size_bytes") == path.stat().st_size and bench_date >= exported > ""
+
+
+def bench_problem(run: Run, m: Measurements, formats: list[str], runtimes: list[str]) -> str | None:
+    """Why bench.json lacks a current batch-1 row of a file of `formats` on a runtime of
+    `runtimes` that opens it, or None."""
+    if not m.bench.get("rows"):
+        return f"no {BENCH_FILES[0]}" if not m.bench else f"{BENCH_FILES[0]} has no rows"
+    problem = machine_problem(m.bench)
+    if problem:
+        return problem
+    rows = {(r.get("format"), r.get("runtime")): r for r in m.bench["rows"] if r.get("batch") == 1}
+    for fmt in formats:
+        entry = m.manifest["artifacts"][fmt]
+        path = run.export_dir / str(entry["file"])
+        for runtime in runtimes:
+            if not opens(runtime, path.name):
+                continue
+            row = rows.get((fmt, runtime))
+            if row is None:
+                return f"{BENCH_FILES[0]} has no batch-1 {runtime} row of {path.name}"
+            if not row_current(row, path, entry, str(m.bench.get("date") or "")):
+                return f"{BENCH_FILES[0]} timed another {path.name} than the one exported"
+    return None
+
+
+def plan_stages(run: Run, targets: list[str]) -> StagePlan:
+    """What must run before the picks: reads model.json, verify.json, bench.json and hashes."""
+    formats = needed_formats(targets)
+    runtimes = runtimes_here(targets)
+    m = read_measurements(run.path)
+    model_sha = sha256(run.path / MODEL_FILE)
+    reasons: list[str] = []
+    export = []
+    for fmt in formats:
+        problem = export_problem(run, m.manifest, fmt, model_sha)
+        if problem:
+            export.append(fmt)
+            reasons.append(f"export {fmt}: {problem}")
+    verify_why = "files are exported now" if export else verify_problem(run, m, formats)
+    if verify_why:
+        reasons.append(f"verify: {verify_why}")
+    bench_why = "files are exported now" if export else bench_problem(run, m, formats, runtimes)
+    bench = [f for f in formats if any(opens(r, FORMATS[f].filename) for r in runtimes)]
+    if bench_why:
+        reasons.append(f"bench {', '.join(bench)} on {', '.join(runtimes)}: {bench_why}")
+    return StagePlan(
+        export=tuple(export),
+        verify=bool(verify_why),
+        bench_formats=tuple(bench) if bench_why else (),
+        bench_runtimes=tuple(runtimes) if bench_why else (),
+        reasons=tuple(reasons),
+    )
+
+
+def check_stage_outputs(run: Run, plan: StagePlan) -> None:
+    """A UsageError, before any stage runs, when a file a planned stage writes cannot be."""
+    hint = "copy the run folder to a writable place"
+    paths: list[Path] = []
+    if plan.export:
+        names = [n for f in plan.export for n in (FORMATS[f].filename, *FORMATS[f].companions)]
+        paths += [run.export_dir / n for n in (*names, MANIFEST_FILE, LABELS_FILE)]
+    if plan.verify:
+        paths += [run.path / VERIFY_FILE, run.export_dir / MANIFEST_FILE]
+    if plan.bench_formats:
+        paths += [run.path / name for name in (*BENCH_FILES, BENCH_TOP1_FILE)]
+    for path in dict.fromkeys(paths):
+        atomic.check_writable(path, hint=hint)
+
+
+def calib_samples(run: Run, formats: Iterable[str]) -> int | None:
+    """Calibration images for the int8 formats among `formats`: export's default, or the whole
+    training split where it is smaller (None: export's default, or no format calibrates)."""
+    from toolkit.export.calibration import DEFAULT_CALIB_SAMPLES
+
+    if not any("calib_samples" in FORMATS[f].options for f in formats):
+        return None
+    train = ((run.config.get("dataset") or {}).get("splits") or {}).get("train")
+    return train if isinstance(train, int) and 0 < train < DEFAULT_CALIB_SAMPLES else None
+
+
+def run_stages(
+    run: Run, plan: StagePlan, bench_seconds: float | None, say: Callable[[str], None]
+) -> None:
+    """Export, verify and bench as planned, each through its stage's Python API."""
+    for line in plan.reasons:
+        say(line)
+    if plan.export:
+        from toolkit.export.pipeline import export_run
+
+        export_run(run.path, list(plan.export), calib_samples=calib_samples(run, plan.export))
+    if plan.verify:
+        from toolkit.verify.saving import manifest_writable, save_report
+        from toolkit.verify.suite import verify_run
+
+        report = verify_run(run.path, level="models")
+        save_report(run.path, report, run.path / VERIFY_FILE, manifest_writable(run.path))
+        if not report["passed"]:
+            say(f"verify: {len(report['failures'])} file(s) failed; they are not shipped")
+    if plan.bench_formats:
+        from toolkit.bench.benchmark import BenchOptions, make_plan, write_outputs
+        from toolkit.bench.suite import run_suite
+
+        options = BenchOptions(
+            run.path,
+            runtime=plan.bench_runtimes,
+            format=plan.bench_formats,
+            batch="1",
+            seconds=bench_seconds,
+        )
+        bench_plan = replace(make_plan(options), no_macs=NO_ROOFLINE)
+        write_outputs(run_suite(bench_plan), bench_plan.run_dir)
