@@ -1,0 +1,2 @@
+"""`toolkit ship`: a run's deployable bundle, the files picked per target with their model card,
+report page and web app."""
