@@ -306,11 +306,11 @@ def _float_section(
 ) -> str:
     n = len(names)
     matrix = confusion(labels, reference.classes, n)
-    series = {"float model": per_class_accuracy(labels, reference.classes, n)}
+    series = {}
     for file, item in predicted.items():
-        if file != reference.file:
-            label = f"{', '.join(targets.get(file, []))}: {file}"
-            series[label] = per_class_accuracy(labels, item.classes, n)
+        who = "float model" if file == reference.file else ", ".join(targets.get(file, []))
+        label = f"{who}: {file} (top-1 {_pct(item.top1(labels), 2)})"
+        series[label] = per_class_accuracy(labels, item.classes, n)
     return (
         "<section id='float'><h2>The float model</h2>"
         f"<p class='big'>test top-1 <b>{_pct(reference.top1(labels), 2)}</b> on "
@@ -394,7 +394,10 @@ def _int8_section(verify: dict, manifest: dict, targets: dict[str, list[str]]) -
     if not files:
         return head + "<p>No full-int8 file was exported.</p></section>"
     if not attribution:
-        return head + "<p>verify.json has no int8 attribution: run <code>toolkit verify</code>."
+        return (
+            head + "<p>verify.json has no int8 attribution: run <code>toolkit verify</code>.</p>"
+            "</section>"
+        )
     if "error" in attribution:
         return head + f"<p>{escape(attribution['error'])}</p></section>"
     layers = sorted(

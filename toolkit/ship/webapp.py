@@ -49,12 +49,13 @@ the model file and MediaPipe Tasks' JavaScript and WebAssembly (`{TASKS_VISION.s
 from npm into `web/{LIBRARY_DIR}/`) all load from that one folder, and no image leaves the page.
 Serve it over HTTP (`toolkit ship RUN --serve`, or any static server): browsers refuse module
 scripts from `file://`. The library itself sends usage metrics (task, running mode, latency
-counts, browser platform; no images) in a POST to `{USAGE_LOG_URL}` once a minute and when a
-task is closed; {TASKS_VISION.spec} has no option to turn that off, and Google's notice in its
-README leaves obtaining users' consent to the app. The page's Content-Security-Policy
-(`connect-src 'self'`) refuses that request, so the app works offline and sends nothing; the
-browser logs the refusal as a CSP violation in the console. To let the metrics through, add
-`https://odml.pa.googleapis.com` to `connect-src` in `web/index.html`.
+counts, browser platform; no images) in a POST to `{USAGE_LOG_URL}`, at most
+once a minute while a task is in use and when it is closed; `{TASKS_VISION.spec}` has no option
+to turn that off, and Google's notice in its README leaves obtaining users' consent to the
+app. The page's Content-Security-Policy (`connect-src 'self'`) refuses that request, so the app
+works offline and sends nothing; the browser logs the refusal as a CSP violation in the
+console. To let the metrics through, add `https://odml.pa.googleapis.com` to `connect-src` in
+`web/index.html`.
 """
 
 
