@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+CHROMIUM ?= /usr/bin/chromium
+APT_GET := $(if $(filter 0,$(shell id -u)),apt-get,sudo apt-get)
 
-.PHONY: test test-fast demo lint format install clean
+.PHONY: test test-fast demo lint format install browser clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,6 +16,17 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# what the browser tests (tests/test_ship_browser.py) need beyond .venv: Debian's chromium, and
+# npm, which fetches @mediapipe/tasks-vision once into the cache `toolkit ship` copies it from
+browser: $(STAMP)
+	@missing=""; test -x $(CHROMIUM) || missing="chromium"; \
+	command -v npm >/dev/null || missing="$$missing npm"; \
+	if [ -n "$$missing" ]; then \
+		command -v apt-get >/dev/null || { echo "install$$missing (no apt-get here)"; exit 1; }; \
+		$(APT_GET) update -qq && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -qq $$missing; \
+	fi
+	$(BIN)/python -c "from toolkit.ship.npm import package_dir; package_dir()"
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -22,8 +35,8 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: lint
-	TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q
+test: lint browser
+	CHROMIUM=$(CHROMIUM) TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q
 
 # the edit loop: everything but the tests that train or time (marked slow)
 test-fast: lint
