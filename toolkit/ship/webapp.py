@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import shutil
 import tempfile
 from importlib import resources
@@ -78,6 +79,7 @@ def write_web_app(bundle_dir: Path, run_dir: Path, pick: Pick) -> Path:
         )
     target = bundle_dir / WEB_DIR
     temp = Path(tempfile.mkdtemp(prefix=f".{WEB_DIR}.", dir=bundle_dir))
+    os.chmod(temp, 0o755)  # mkdtemp makes it 0700; a static server may run as another user
     try:
         for name in LIBRARY_FILES:
             dest = temp / LIBRARY_DIR / name
