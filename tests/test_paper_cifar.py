@@ -1,6 +1,6 @@
 """The `paper-cifar` presets: the SPT/LSA paper's CIFAR-10 ViT (vit-lsa, and vit without SPT
 and LSA) against the paper's own code, and a ShiftViT of as many MACs; all three train on
-TensorFlow and JAX, export and verify (slow).
+TensorFlow, export and verify, vit-lsa and the ShiftViT train on JAX too (slow).
 
 PAPER_CODE holds the counts of the paper's code (aanna0701/SPT_LSA_ViT at 54bd796a,
 models/vit.py and models/SPT.py, built with create_model's `vit` arguments):
@@ -28,6 +28,7 @@ from pathlib import Path
 
 import keras
 import numpy as np
+import onnx
 import pytest
 
 from toolkit.backend import installed
@@ -277,13 +278,19 @@ def test_stochastic_depth_is_in_every_block_at_the_same_rate_and_off_at_inferenc
 
 DATA = "shapes:32"  # 24 training images: 3 steps of 8
 TRAIN = {"epochs": 1, "batch_size": 8}
+# formats exported per model (each conversion takes ~10 s): vit-lsa's new layers through both
+# converters; vit's ONNX is the graph whose plain attention has bias-free q/k/v reaching the
+# attention fusion 2-D; the ShiftViT's layers are those of every ShiftViT export test
+FORMATS = {"vit-lsa": "onnx,tflite", "shiftvit": "onnx", "vit": "onnx"}
+# on JAX: vit's layers are vit-lsa's less SPT and LSA, each trained on JAX by the tiny presets
+JAX_MODELS = ("vit-lsa", "shiftvit")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", MODELS)
 def test_preset_trains_exports_and_verifies_on_tensorflow(model, tmp_path, capsys):
     """A few steps with the whole recipe (tf.data: RandAugment, erasing, Mixup/CutMix), then
-    the float formats exported and verified against the Keras model."""
+    float formats (FORMATS) exported and verified against the Keras model."""
     out = train(TrainOptions(model, PRESET, DATA, **TRAIN), out=tmp_path / "run")
     config = json.loads((out / "config.json").read_text())
     assert preset_from_dict(config["preset"]) == replace(
@@ -293,7 +300,10 @@ def test_preset_trains_exports_and_verifies_on_tensorflow(model, tmp_path, capsy
     history = (out / "history.csv").read_text().splitlines()
     row = dict(zip(history[0].split(","), history[-1].split(","), strict=True))
     assert np.isfinite(float(row["loss"]))
-    assert main(["export", str(out), "--format", "onnx,tflite"]) == 0
+    assert main(["export", str(out), "--format", FORMATS[model]]) == 0
+    if model != "shiftvit":  # bias-free q/k/v and LSA's per-head scale fuse too
+        graph = onnx.load(str(out / "export" / "model.onnx"))
+        assert [n.op_type for n in graph.graph.node].count("Attention") == 9
     assert main(["verify", str(out), "--models-only"]) == 0
     assert json.loads((out / "verify.json").read_text())["passed"]
     assert "verify: PASSED" in capsys.readouterr().out
@@ -302,12 +312,13 @@ def test_preset_trains_exports_and_verifies_on_tensorflow(model, tmp_path, capsy
 @pytest.mark.slow
 @pytest.mark.skipif(not installed("jax"), reason="jax not installed: pip install -e '.[dev]'")
 def test_presets_train_on_jax_without_tensorflow(tmp_path):
-    """A few steps of each on JAX, TensorFlow unimportable. RandAugment is switched off here:
+    """A few steps of vit-lsa and shiftvit on JAX (JAX_MODELS), TensorFlow unimportable.
+    RandAugment is switched off here:
     compiled into JAX's train step it costs a minute per model on 2 CPU cores, and it runs on
     JAX in tests/test_recipe.py (tests/test_backends.py runs that module on JAX)."""
     code = f"""
         from toolkit.training.train import TrainOptions, train
-        for model in {MODELS!r}:
+        for model in {JAX_MODELS!r}:
             options = TrainOptions(model, {PRESET!r}, {DATA!r}, epochs=1, batch_size=8,
                                    recipe="rand_augment=none")
             train(options, out={str(tmp_path)!r} + "/" + model)
@@ -322,11 +333,13 @@ def test_presets_train_on_jax_without_tensorflow(tmp_path):
             "KERAS_BACKEND": "jax",
             "JAX_PLATFORMS": "cpu",
             "PYTHONPATH": str(TESTS.parent),
+            # a few steps: XLA's lowest optimisation level compiles the step in less time
+            "XLA_FLAGS": "--xla_backend_optimization_level=0",
         },
         timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    for model in MODELS:
+    for model in JAX_MODELS:
         run = tmp_path / model
         config = json.loads((run / "config.json").read_text())
         assert config["backend"]["name"] == "jax"
