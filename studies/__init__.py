@@ -9,6 +9,8 @@ by hand, so they may import TensorFlow, the exporters and each other freely:
     python -m studies.jpeg_gap score RUN --originals SAMPLE.npz   # what JPEG q75 costs
     python -m studies.gpu_rows --minutes 9 --json OUT   # the GPU rows in one device budget
     bash studies/ort_cuda.sh MODELS_DIR TEST_NPZ OUT_DIR   # ORT CUDA vs CPU agreement
+    python studies/spt_lsa_counts.py CODE   # the SPT/LSA paper's ViT counted from its code
 
 keras_io_port.py is the baseline train_throughput compares against; nothing else imports it.
+spt_lsa_counts.py runs in a scratch environment with torch (never a toolkit dependency).
 """

@@ -2,6 +2,7 @@
 
     python -m studies.gpu_rows [--minutes 25] [--json OUT] [--onnx DIR] [--data SPEC]
         [--rows ROW[,ROW...]] [--preset seed] [--cpu-check]
+    python -m studies.gpu_rows --minutes 9 --rows paper-vit-lsa [--json OUT] [--data SPEC]
     python -m studies.gpu_rows --slim-onnx SRC_DIR DEST_DIR
 
 A plan of rows, each with a budget: setup 60 s (at most half of `--minutes`), the rows chosen
@@ -18,6 +19,11 @@ overruns its budget is stopped and reads "failed"; a training row stops itself b
   lack: no target, its accuracy at the budget only) or the budget ends; then test top-1. The
   seed recipes are 100 and 50 epochs: a budget that ends first reports the accuracy reached
   there, with the learning-rate schedule still mid-way, and says so.
+- paper-vit-lsa, paper-vit, paper-shiftvit (not in the default rows: each wants a call of its
+  own): the `paper-cifar` preset, the SPT/LSA paper's CIFAR-10 recipe, trained as above to the
+  paper's CIFAR-10 top-1 (SL-ViT 94.53%, ViT 93.58%; the ShiftViT of as many MACs runs to the
+  ViT's). Its 300 epochs outlast a call: the row also gives the minutes the whole recipe would
+  take at the measured speed (`recipe_minutes`), and reads "not measured" without a GPU.
 - two-process: `toolkit train --strategy multi-process`, two processes on loopback, each on
   half of the GPUs (CUDA_VISIBLE_DEVICES), ShiftViT, 2 epochs: images/s of epoch 2 from Keras'
   epoch line (ms/step, rounded to the ms), and whether both processes hold equal weights. Needs
@@ -61,6 +67,13 @@ e.g. train-shiftvit 9.5, train-vit-lsa 8.5, two-process,ort-cuda 6):
       && python3 -m studies.gpu_rows --minutes 9 --data tar:.gpu/cifar10-jpeg.tar.gz \
          --onnx .gpu/onnx --json $OUT/gpu_rows.json 2>&1 | tee $OUT/gpu_rows.log
 
+The paper rows, one per call (300 epochs outlast any call: the row measures the speed, the
+minutes the whole recipe would take, and the validation top-1 its budget reaches), after the
+same pip line and exports:
+
+    python3 -m studies.gpu_rows --minutes 9 --rows paper-vit-lsa \
+         --data tar:.gpu/cifar10-jpeg.tar.gz --json $OUT/gpu_rows.json 2>&1 | tee $OUT/gpu_rows.log
+
 --minutes counts the rows; pip and the Python start before them take some 15 seconds. The tree
 travels without .git: note the commit beside the JSON ("commit" reads null there). The
 machine's onnxruntime is the CPU package, so the ort-cuda rows read "not measured" unless
@@ -98,6 +111,32 @@ SEED_TOP1 = {
     "shiftvit": (0.7638, "CIFAR-10", True),
     "vit-lsa": (0.5611, "CIFAR-100", False),
 }
+PAPER_PRESET = "paper-cifar"  # the SPT/LSA paper's CIFAR-10 recipe (toolkit.models.presets)
+# a model the paper has no CIFAR-10 figure for runs to this model's figure
+PAPER_STANDIN = {"shiftvit": "vit"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """The validation top-1 a training row runs to: whose figure, the figure, its dataset, and
+    whether these machines have that dataset."""
+
+    name: str
+    top1: float
+    data: str
+    available: bool
+
+
+def target_of(model_name: str, preset_name: str) -> Target:
+    """The paper's CIFAR-10 top-1 for a `paper-cifar` preset (ShiftViT: the paper ViT's), the
+    keras.io seed's otherwise."""
+    if preset_name == PAPER_PRESET:
+        from toolkit.models.presets import PAPER_FIGURES
+
+        figures = PAPER_FIGURES[PAPER_STANDIN.get(model_name, model_name), preset_name]
+        return Target(f"the SPT/LSA paper's {figures.name}", figures.top1 / 100, "CIFAR-10", True)
+    top1, data, available = SEED_TOP1[model_name]
+    return Target("keras.io's seed", top1, data, available)
 
 
 @dataclass(frozen=True)
@@ -115,8 +154,20 @@ PLAN = (
     RowSpec("train-vit-lsa", "ViT-LSA on JAX, bf16, one GPU: images/s, accuracy at budget", 0.34),
     RowSpec("two-process", "--strategy multi-process, two processes on the GPUs", 0.10),
     RowSpec("ort-cuda", "ONNX Runtime CUDA latency, CUDA graphs on and off", 0.12),
+    RowSpec("paper-vit-lsa", "paper-cifar ViT-LSA: images/s, minutes to the paper's 94.53%", 0.34),
+    RowSpec("paper-vit", "paper-cifar ViT: images/s, minutes to the paper's 93.58%", 0.34),
+    RowSpec("paper-shiftvit", "paper-cifar ShiftViT: images/s, minutes to the ViT's 93.58%", 0.34),
 )
 ROW_IDS = tuple(r.id for r in PLAN)
+# training rows: row -> (model, preset; None: --preset's)
+TRAIN_ROWS = {
+    "train-shiftvit": ("shiftvit", None),
+    "train-vit-lsa": ("vit-lsa", None),
+    "paper-vit-lsa": ("vit-lsa", PAPER_PRESET),
+    "paper-vit": ("vit", PAPER_PRESET),
+    "paper-shiftvit": ("shiftvit", PAPER_PRESET),
+}
+DEFAULT_ROWS = ("train-shiftvit", "train-vit-lsa", "two-process", "ort-cuda")
 ORT_BATCHES = (1, 32, 256)
 ORT_WARMUP = 20
 ORT_ROW_OVERHEAD_S = 6.0  # a worker's start, session load and warmup, beside its timed calls
@@ -145,8 +196,8 @@ def plan(minutes: float, rows: tuple[str, ...]) -> list[dict]:
 
 def child_train(model_name: str, preset_name: str, spec: str, ends_at: float) -> dict:
     """One training row in this process (KERAS_BACKEND=jax) that ends by `ends_at` (time.time()):
-    steady images/s, compile time, minutes to the seed top-1 (on validation), test top-1 where
-    training stopped."""
+    steady images/s, compile time, minutes to the target top-1 (on validation: `target_of`),
+    test top-1 where training stopped. The preset's whole recipe, as `toolkit train` runs it."""
     started = time.perf_counter()
     import jax
     import keras
@@ -156,23 +207,34 @@ def child_train(model_name: str, preset_name: str, spec: str, ends_at: float) ->
     from toolkit.data.specs import load_data
     from toolkit.evaluate import evaluate_model
     from toolkit.models import MODELS, build_model, channel_stats, get_preset
-    from toolkit.training.train import compile_model
+    from toolkit.training.train import compile_model, mixing
 
     deadline = ends_at - (1 - CHILD_GRACE_S) * (ends_at - time.time())  # a tenth kept back
     preset = get_preset(model_name, preset_name)
     recipe = preset.train
     data = load_data(spec, seed=0)
-    target, target_data, _ = SEED_TOP1[model_name]
-    target = target if _has_seed_data(model_name, data.name) else None
+    goal = target_of(model_name, preset_name)
+    target = goal.top1 if _has_target_data(goal, data.name) else None
     keras.utils.set_random_seed(0)
     keras.mixed_precision.set_global_policy(PRECISION)
     norm = None
     if MODELS[preset.model].preprocessing == "normalize":
         norm = channel_stats(stats_images(data.x_train, 0))
     batch = min(recipe.batch_size, len(data.y_train))
-    train_data = train_dataset(data.x_train, data.y_train, batch, recipe.augmentation, 0)
+    train_data = train_dataset(
+        data.x_train,
+        data.y_train,
+        batch,
+        recipe.augmentation,
+        0,
+        mixing(recipe, data.num_classes),
+        recipe.rand_augment,
+        recipe.repeat_augment,
+    )
     model = build_model(preset, data.image_shape, data.num_classes, norm_stats=norm)
-    fit_model = training_model(model, recipe.augmentation, 0, x=data.x_train)
+    fit_model = training_model(
+        model, recipe.augmentation, 0, x=data.x_train, rand_augment=recipe.rand_augment
+    )
     compile_model(fit_model, preset, len(train_data), True)
     setup_s = time.perf_counter() - started
 
@@ -231,11 +293,13 @@ def child_train(model_name: str, preset_name: str, spec: str, ends_at: float) ->
             )
             if target is not None and self.reached is None and val >= target:
                 self.reached = (now - self.fit_start) / 60
-                self.stopped_by = "the seed top-1 reached on validation"
+                self.stopped_by = "the target top-1 reached on validation"
                 self.model.stop_training = True
 
     clock = Clock()
     callbacks = [clock]
+    if recipe.ema is not None:  # validation scores the averages, as `toolkit train`
+        callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=False))
     if recipe.early_stopping_patience:
         callbacks.append(
             keras.callbacks.EarlyStopping(
@@ -253,7 +317,7 @@ def child_train(model_name: str, preset_name: str, spec: str, ends_at: float) ->
         shuffle=False,
         verbose=0,
     )
-    if any(getattr(c, "stopped_epoch", 0) for c in callbacks[1:]):
+    if any(getattr(c, "stopped_epoch", 0) for c in callbacks[1:]):  # EarlyStopping's
         clock.stopped_by = "early stopping (the recipe's patience)"
     test = evaluate_model(model, data.x_test, data.y_test, batch)
     first = clock.epochs[0]["step_s"] if clock.epochs else []
@@ -275,10 +339,15 @@ def child_train(model_name: str, preset_name: str, spec: str, ends_at: float) ->
         "images_per_s": None if step_s is None else round(batch / step_s, 1),
         "epochs_run": len(clock.epochs),
         "recipe_epochs": recipe.epochs,
+        # the whole recipe at the median step: what a budget too short to finish it would take
+        "recipe_minutes": None
+        if step_s is None
+        else round(recipe.epochs * len(train_data) * step_s / 60, 1),
         "train_minutes": clock.epochs[-1]["minutes"] if clock.epochs else 0.0,
         "stopped_by": clock.stopped_by,
-        "seed_top1": SEED_TOP1[model_name][0],
-        "seed_data": target_data,
+        "target_name": goal.name,
+        "target_figure": goal.top1,
+        "target_data": goal.data,
         "target_top1": target,
         "minutes_to_target": None if clock.reached is None else round(clock.reached, 2),
         "best_val_top1": max((e["val_top1"] for e in clock.epochs), default=None),
@@ -288,12 +357,13 @@ def child_train(model_name: str, preset_name: str, spec: str, ends_at: float) ->
     }
 
 
-def _has_seed_data(model_name: str, data_name: str) -> bool:
-    """Whether `data_name` is the dataset of the model's keras.io figure (CIFAR-10 files: a
-    name with cifar10 / cifar-10 in it, not cifar100)."""
-    _, seed_data, available = SEED_TOP1[model_name]
+def _has_target_data(goal: Target, data_name: str) -> bool:
+    """Whether `data_name` is the dataset of the target's figure (CIFAR-10 files: a name with
+    cifar10 / cifar-10 in it, not cifar100)."""
     name = data_name.lower().replace("-", "")
-    return available and "cifar10" in name and "cifar100" not in name and seed_data == "CIFAR-10"
+    return (
+        goal.available and "cifar10" in name and "cifar100" not in name and goal.data == "CIFAR-10"
+    )
 
 
 def child_probe() -> dict:
@@ -387,15 +457,17 @@ def _no_gpu_reason(context: dict) -> str:
     return f"no GPU: jax sees {seen}{smi}"
 
 
-def run_train(spec: dict, model_name: str, args, context: dict) -> dict:
-    """A training row in a child process, on the GPU (or the CPU with --cpu-check)."""
+def run_train(spec: dict, args, context: dict) -> dict:
+    """A training row (TRAIN_ROWS) in a child process, on the GPU (or the CPU with
+    --cpu-check)."""
     start = time.perf_counter()
     gpu = context["jax_gpus"] >= 1
     why = _missing(context, need_gpu=not args.cpu_check)
     if why:
         return _row(spec, NOT_MEASURED, why)
     ends_at = time.time() + spec["budget_s"]
-    argv = ["train", model_name, args.preset, context["data"], f"{ends_at:.3f}"]
+    model_name, preset_name = TRAIN_ROWS[spec["id"]]
+    argv = ["train", model_name, preset_name or args.preset, context["data"], f"{ends_at:.3f}"]
     extra = {"CUDA_VISIBLE_DEVICES": "0"} if gpu else {}
     result, why = _child(argv, _env(not gpu, **extra), spec["budget_s"])
     elapsed = round(time.perf_counter() - start, 1)
@@ -411,18 +483,20 @@ def _cpu_check_reason(context: dict) -> str:
 
 
 def _train_note(result: dict) -> str | None:
-    """Why a training row has no minutes-to-seed figure, or None."""
+    """Why a training row has no minutes-to-target figure, or None."""
     if result["minutes_to_target"] is not None:
         return None
     if result["target_top1"] is None:
         return (
-            f"no seed target: keras.io's {result['seed_top1']:.2%} is {result['seed_data']} "
-            f"top-1 and the data is {result['data']}; accuracy at the budget instead"
+            f"no target: {result['target_name']}'s {result['target_figure']:.2%} is "
+            f"{result['target_data']} top-1 and the data is {result['data']}; accuracy at the "
+            "budget instead"
         )
     return (
-        f"seed top-1 {result['target_top1']:.2%} not reached: stopped by {result['stopped_by']} "
-        f"after {result['epochs_run']} of {result['recipe_epochs']} epochs (the cosine schedule "
-        "mid-way); accuracy at the stop instead"
+        f"target top-1 {result['target_top1']:.2%} ({result['target_name']}) not reached: "
+        f"stopped by {result['stopped_by']} after {result['epochs_run']} of "
+        f"{result['recipe_epochs']} epochs (the cosine schedule mid-way; the whole recipe: "
+        f"{_fmt(result['recipe_minutes'])} min at this speed); accuracy at the stop instead"
     )
 
 
@@ -669,7 +743,7 @@ def markdown(report: dict) -> str:
             continue
         label = "" if row.get("figures") else " (CPU check: not a GPU figure)"
         lines += ["", f"## {row['id']}{label}", ""]
-        if row["id"].startswith("train-"):
+        if row["id"] in TRAIN_ROWS:
             f = figures
             lines += [
                 f"- {f['model']} `{f['preset']}` on {f['device']}, {f['precision']}, batch "
@@ -677,14 +751,16 @@ def markdown(report: dict) -> str:
                 f"- train step: {_fmt(f['images_per_s'], ',.1f')} images/s (median of "
                 f"{f['steady_steps']} steps, {_fmt(f['step_ms_median'])} ms); compile "
                 f"{_fmt(f['compile_s'])} s",
-                f"- minutes to the seed top-1 ({f['seed_top1']:.2%} {f['seed_data']}): "
+                f"- minutes to {f['target_name']}'s top-1 ({f['target_figure']:.2%} "
+                f"{f['target_data']}): "
                 + (
                     _fmt(f["minutes_to_target"], none="not reached")
                     if f["target_top1"] is not None
                     else f"no target on {f['data']}"
                 ),
                 f"- stopped by {f['stopped_by']} after {f['epochs_run']} of "
-                f"{f['recipe_epochs']} epochs, {f['train_minutes']} min; best validation top-1 "
+                f"{f['recipe_epochs']} epochs, {f['train_minutes']} min (the whole recipe: "
+                f"{_fmt(f['recipe_minutes'])} min at this speed); best validation top-1 "
                 f"{_fmt(f['best_val_top1'], '.2%')}, test top-1 {f['test_top1']:.2%} "
                 f"({f['test_samples']} images)",
             ]
@@ -759,7 +835,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="data spec, or tar:FILE.tar.gz unpacked outside the tree (default: the carried "
         "CIFAR-10 JPEG copy, tar:.gpu/cifar10-jpeg.tar.gz)",
     )
-    parser.add_argument("--rows", default=",".join(ROW_IDS[1:]), help="rows to run")
+    parser.add_argument(
+        "--rows",
+        default=",".join(DEFAULT_ROWS),
+        help=f"rows to run, of {', '.join(ROW_IDS[1:])} (default {','.join(DEFAULT_ROWS)})",
+    )
     parser.add_argument("--preset", default="seed", help="model preset (tests: tiny)")
     parser.add_argument(
         "--cpu-check", action="store_true", help="run the rows on the CPU as a check of the command"
@@ -815,8 +895,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[gpu_rows] {spec['id']}: budget {spec['budget_s']} s", file=sys.stderr)
             if spec["id"] == "setup":
                 row, context = run_setup(spec, args, scratch)
-            elif spec["id"].startswith("train-"):
-                row = run_train(spec, spec["id"].removeprefix("train-"), args, context)
+            elif spec["id"] in TRAIN_ROWS:
+                row = run_train(spec, args, context)
             elif spec["id"] == "two-process":
                 row = run_two_process(spec, args, context, scratch)
             else:

@@ -151,7 +151,7 @@ def test_presets_prints_the_tables_of_docs_presets(capsys):
     assert main(["presets"]) == 0
     out = capsys.readouterr().out
     doc = DOC.read_text()
-    for marker in ("presets", "paper-presets"):
+    for marker in ("presets", "paper-cifar-presets", "paper-presets"):
         block = doc.split(f"<!-- {marker}:begin -->\n", 1)[1].split(f"<!-- {marker}:end -->")[0]
         assert block.strip() in out
     rows = [line.split(" | ")[:2] for line in out.splitlines() if line.startswith("| ")]

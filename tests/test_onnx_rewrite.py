@@ -323,18 +323,31 @@ def test_static_int8_leaves_the_marked_mask_nodes_float(tmp_path):
 HEADS, HEAD_SIZE = 2, 4  # WIDTH = HEADS * HEAD_SIZE
 
 
-def tf2onnx_attention(b: Builder, x: str, mask: np.ndarray | None, div: bool) -> str:
+def tf2onnx_attention(
+    b: Builder,
+    x: str,
+    mask: np.ndarray | None,
+    div: bool,
+    flat: bool = False,
+    per_head: bool = False,
+) -> str:
     """SelfAttention's core on projections of x, as tf2onnx writes it (after
     `additive_diagonal_mask`): head split Reshape + Transpose of q, k (to k^T) and v, q scaled,
-    QK^T, the mask Add, Softmax, the product with v, the head merge."""
+    QK^T, the mask Add, Softmax, the product with v, the head merge. `flat`: projections
+    without bias, whose 2-D MatMul (N*T, W) tf2onnx reshapes straight into heads; `per_head`:
+    LSA's scale per head, a (1, H, 1, 1) constant."""
+    rows = b.op("Reshape", x, b.const(np.array([-1, WIDTH], np.int64))) if flat else x
 
     def heads(perm: list[int]) -> str:
-        projected = b.op("MatMul", x, b.const(RNG.normal(size=(WIDTH, WIDTH)).astype(np.float32)))
+        kernel = b.const(RNG.normal(size=(WIDTH, WIDTH)).astype(np.float32))
+        projected = b.op("MatMul", rows, kernel)
         split = b.const(np.array([-1, TOKENS, HEADS, HEAD_SIZE], np.int64))
         return b.op("Transpose", b.op("Reshape", projected, split), perm=perm)
 
     q, k, v = heads([0, 2, 1, 3]), heads([0, 2, 3, 1]), heads([0, 2, 1, 3])
     scale = b.const(np.float32(2.0 if div else 0.5))
+    if per_head:
+        scale = b.const(np.array([2.0, 0.25], np.float32).reshape(1, HEADS, 1, 1))
     scores = b.op("MatMul", b.op("Div" if div else "Mul", q, scale), k)
     if mask is not None:
         scores = b.op("Add", scores, b.const(mask))
@@ -365,6 +378,29 @@ def test_an_attention_core_becomes_one_attention_node_from_opset_23(masked, div)
     older = _copy(before)
     older.opset_import[0].version = 18  # no Attention op before opset 23
     assert fuse_attention(older, observe_shapes(older)) == 0
+
+
+@pytest.mark.parametrize(("flat", "per_head"), [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("div", [False, True], ids=["mul", "div"])
+def test_bias_free_projections_and_per_head_scales_fuse_with_the_same_values(flat, per_head, div):
+    """The paper-cifar ViTs: q, k, v without bias reach the head split 2-D (a Reshape to
+    tokens is put back before Attention, which takes 3-D); LSA's per-head scale multiplies the
+    query's columns of each head and the node's scale is 1."""
+    mask = np.where(np.eye(TOKENS, dtype=bool), np.finfo(np.float32).min, 0).astype(np.float32)
+    b = Builder()
+    model = b.model(tf2onnx_attention(b, "x", mask, div, flat, per_head), opset=ATTENTION_OPSET)
+    before = _copy(model)
+    assert fuse_attention(model, observe_shapes(model)) == 1
+    drop_dead_nodes(model)
+    counts = ops(model)
+    assert counts["Attention"] == 1 and counts["Softmax"] == 0
+    assert counts["Mul"] == per_head and counts["Div"] == 0
+    [node] = [n for n in model.graph.node if n.op_type == "Attention"]
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    assert attrs["scale"] == pytest.approx(1.0 if per_head else 0.5)
+    onnx.checker.check_model(model, full_check=True)
+    x = _x()
+    np.testing.assert_allclose(run(model, x), run(before, x), rtol=1e-5, atol=1e-5)
 
 
 def test_an_attention_core_read_elsewhere_is_left_alone():

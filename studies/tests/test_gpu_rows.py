@@ -90,6 +90,7 @@ def test_without_a_gpu_every_gpu_row_reads_not_measured_and_why(tmp_path):
     _image_model(onnx_dir / "m.onnx")
     out = tmp_path / "out" / "gpu_rows.json"
     argv = ["--minutes", "0.5", "--data", f"tar:{archive}", "--onnx", str(onnx_dir)]
+    argv += ["--rows", ",".join(gpu_rows.ROW_IDS[1:])]  # the paper rows too
     proc = _run(*argv, "--json", str(out), timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())
@@ -103,7 +104,7 @@ def test_without_a_gpu_every_gpu_row_reads_not_measured_and_why(tmp_path):
     for row in rows.values():
         assert row["status"] == "not measured", row
         assert "figures" not in row and "check" not in row
-    for name in ("train-shiftvit", "train-vit-lsa", "two-process"):
+    for name in (*gpu_rows.TRAIN_ROWS, "two-process"):
         assert rows[name]["reason"].startswith("no GPU: jax sees cpu")
     assert "ort-cuda is unavailable" in rows["ort-cuda"]["reason"]
     assert report["command"].startswith("python -m studies.gpu_rows --minutes 0.5")
@@ -189,8 +190,31 @@ def test_cpu_check_runs_the_rows_on_the_cpu_as_labelled_checks(tmp_path):
 
 
 def test_only_cifar10_data_holds_shiftvit_to_its_seed_figure():
-    assert gpu_rows._has_seed_data("shiftvit", "cifar10-jpeg")
-    assert gpu_rows._has_seed_data("shiftvit", "CIFAR-10")
-    assert not gpu_rows._has_seed_data("shiftvit", "cifar100")
-    assert not gpu_rows._has_seed_data("shiftvit", "shapes")
-    assert not gpu_rows._has_seed_data("vit-lsa", "cifar10-jpeg")  # its figure is CIFAR-100
+    shiftvit, vit_lsa = (
+        gpu_rows.target_of("shiftvit", "seed"),
+        gpu_rows.target_of("vit-lsa", "seed"),
+    )
+    assert gpu_rows._has_target_data(shiftvit, "cifar10-jpeg")
+    assert gpu_rows._has_target_data(shiftvit, "CIFAR-10")
+    assert not gpu_rows._has_target_data(shiftvit, "cifar100")
+    assert not gpu_rows._has_target_data(shiftvit, "shapes")
+    assert not gpu_rows._has_target_data(vit_lsa, "cifar10-jpeg")  # its figure is CIFAR-100
+
+
+def test_the_paper_rows_train_the_paper_presets_to_the_papers_top1():
+    """paper-cifar rows: the SPT/LSA paper's CIFAR-10 figures (the ShiftViT: the ViT's); not
+    among the default rows, which stay the four that share one call."""
+    targets = {
+        row: gpu_rows.target_of(*gpu_rows.TRAIN_ROWS[row])
+        for row in ("paper-vit-lsa", "paper-vit", "paper-shiftvit")
+    }
+    assert {row: (t.top1, t.data) for row, t in targets.items()} == {
+        "paper-vit-lsa": (0.9453, "CIFAR-10"),
+        "paper-vit": (0.9358, "CIFAR-10"),
+        "paper-shiftvit": (0.9358, "CIFAR-10"),
+    }
+    assert targets["paper-shiftvit"].name == "the SPT/LSA paper's ViT"
+    assert all(gpu_rows._has_target_data(t, "cifar10-jpeg") for t in targets.values())
+    assert {gpu_rows.TRAIN_ROWS[row][1] for row in targets} == {"paper-cifar"}
+    assert gpu_rows.parse_args([]).rows == gpu_rows.DEFAULT_ROWS
+    assert not set(targets) & set(gpu_rows.DEFAULT_ROWS)

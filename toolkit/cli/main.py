@@ -23,8 +23,9 @@ def _add_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="shiftvit, vit-lsa or vit (with --resume: the run's)")
     p.add_argument(
         "--preset",
-        help="seed, small, tiny, cpu60, or for ImageNet shift-t-light, shift-t, shift-s, shift-b "
-        "(default tiny; `toolkit presets` lists them)",
+        help="seed, small, tiny, cpu60, for a GPU paper-cifar (the SPT/LSA paper's CIFAR-10 "
+        "recipe), or for ImageNet shift-t-light, shift-t, shift-s, shift-b (default tiny; "
+        "`toolkit presets` lists them)",
     )
     p.add_argument("--data", help="cifar10, cifar100, npz:PATH, folder:PATH, shapes (default)")
     p.add_argument("--epochs", type=int, help="default: the preset's; with --resume: the new total")
@@ -242,6 +243,10 @@ def _run_presets(args: argparse.Namespace) -> int:
 
     if args.classes is None and args.resolution is None:  # the tables of docs/presets.md
         print(f"{SMALL_IMAGES.title}:\n\n{table.preset_table_markdown()}")
+        print(
+            f"The SPT/LSA paper's CIFAR-10 presets (`paper-cifar`), beside its figures:\n\n"
+            f"{table.cifar_paper_table()}\n"
+        )
         print(f"{IMAGENET.title}, beside the paper's figures:\n\n{table.paper_table()}")
         return 0
     resolution = args.resolution or table.README_INPUT[0]

@@ -473,7 +473,10 @@ def _attention_at(g: GraphIndex, softmax: onnx.NodeProto) -> tuple | None:
     Transpose(Reshape(q3), [0,2,1,3]) * scale -> MatMul with Transpose(Reshape(k3), [0,2,3,1])
     [-> Add(constant T x T mask)] -> Softmax -> MatMul with Transpose(Reshape(v3), [0,2,1,3])
     -> Transpose [0,2,1,3] -> Reshape [-1, T, H*D].
-    Returns (the final Reshape, q3, k3, v3, mask or None, heads, scale)."""
+    The scale is one constant, or one per head ((1, H, 1, 1): LSA's per-head temperature).
+    Returns (the final Reshape, q3, k3, v3, mask or None, heads, scale, per-head scales or
+    None); q3, k3 and v3 may be 2-D (N*T, H*D): tf2onnx merges the Reshape back to tokens of a
+    projection without bias into the head split."""
     if _attrs(softmax).get("axis", -1) not in (-1, 3):
         return None
     scores, mask = softmax.input[0], None
@@ -490,14 +493,8 @@ def _attention_at(g: GraphIndex, softmax: onnx.NodeProto) -> tuple | None:
     if scaled is None or scaled.op_type not in ("Mul", "Div") or len(g.readers(qk.input[0])) != 1:
         return None
     split = g.split_constant(scaled)
-    if (
-        split is None
-        or split[1].size != 1
-        or (scaled.op_type == "Div" and split[0] != scaled.input[0])
-    ):
+    if split is None or (scaled.op_type == "Div" and split[0] != scaled.input[0]):
         return None
-    value = float(split[1].reshape(-1)[0])
-    scale = value if scaled.op_type == "Mul" else 1.0 / value
     q = _heads_of(g, split[0], [0, 2, 1, 3])
     k = _heads_of(g, qk.input[1], [0, 2, 3, 1])
     av = g.only_reader(softmax.output[0], "MatMul")
@@ -516,21 +513,65 @@ def _attention_at(g: GraphIndex, softmax: onnx.NodeProto) -> tuple | None:
         return None
     if mask is not None and g.constants[mask].shape != (tokens, tokens):
         return None
-    return out, q[0], k[0], v[0], mask, heads, scale
+    factor = split[1].astype(np.float64)
+    if factor.shape == (1, heads, 1, 1) and heads > 1:  # one scale per head
+        head_scale = (
+            factor.reshape(heads) if scaled.op_type == "Mul" else 1.0 / factor.reshape(heads)
+        )
+        return out, q[0], k[0], v[0], mask, heads, 1.0, head_scale
+    if factor.size != 1:
+        return None
+    value = float(factor.reshape(-1)[0])
+    scale = value if scaled.op_type == "Mul" else 1.0 / value
+    return out, q[0], k[0], v[0], mask, heads, scale, None
+
+
+def _as_tokens(
+    model: onnx.ModelProto,
+    shapes: Shapes,
+    name: str,
+    tokens_shape: np.ndarray,
+    prefix: str,
+    nodes: list[onnx.NodeProto],
+) -> str:
+    """`name` when it is 3-D (N, T, H*D), else the output of a Reshape of it to `tokens_shape`,
+    appended to `nodes`."""
+    if len(shapes.get(name, ((),))[0]) == 3:
+        return name
+    shape = _add_initializer(model, f"{prefix}_tokens_shape", tokens_shape.copy())
+    nodes.append(
+        helper.make_node("Reshape", [name, shape], [f"{prefix}_tokens"], name=f"{prefix}_tokens")
+    )
+    return nodes[-1].output[0]
 
 
 def fuse_attention(model: onnx.ModelProto, shapes: Shapes) -> int:
     """Every attention core -> one Attention node (opset >= ATTENTION_OPSET; below it, nothing);
     returns the count. The node takes the 3-D query, key and value projections and gives the
     merged heads, softmax(q k^T * scale + mask) v per head, in float: its name carries
-    FLOAT_NODE_SUFFIX, as the mask's nodes it replaces did."""
+    FLOAT_NODE_SUFFIX, as the mask's nodes it replaces did. A projection that is not 3-D gets
+    a Reshape to (N, T, H*D) first; per-head scales multiply the query's columns of each head
+    (a Mul, float too) and the node's scale is 1."""
     if default_opset(model) < ATTENTION_OPSET:
         return 0
     g = GraphIndex(model)
     softmaxes = [n for n in model.graph.node if n.op_type == "Softmax"]
     matches = [m for n in softmaxes if (m := _attention_at(g, n))]
-    for out, q, k, v, mask, heads, scale in matches:
+    for out, q, k, v, mask, heads, scale, head_scale in matches:
         base = (out.name or out.output[0]).rsplit("/", 1)[0]
+        tokens_shape = g.constants[out.input[1]]  # [-1, T, H*D]
+        nodes: list[onnx.NodeProto] = []
+        q, k, v = (
+            _as_tokens(model, shapes, name, tokens_shape, f"{base}/{role}", nodes)
+            for name, role in ((q, "query"), (k, "key"), (v, "value"))
+        )
+        if head_scale is not None:
+            size = int(tokens_shape[2]) // heads
+            columns = np.repeat(head_scale, size).astype(np.float32)
+            factor = _add_initializer(model, f"{base}/head_scale", columns)
+            name = f"{base}/head_scale{FLOAT_NODE_SUFFIX}"
+            nodes.append(helper.make_node("Mul", [q, factor], [f"{base}/scaled_query"], name=name))
+            q = nodes[-1].output[0]
         node = helper.make_node(
             "Attention",
             [q, k, v] + ([mask] if mask else []),
@@ -540,7 +581,7 @@ def fuse_attention(model: onnx.ModelProto, shapes: Shapes) -> int:
             kv_num_heads=heads,
             scale=scale,
         )
-        replace_node(model, out, [node])
+        replace_node(model, out, [*nodes, node])
     return len(matches)
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
-from toolkit.models.presets import Preset
+from toolkit.models.presets import ADDED_FIELD, Preset
 
 COUNTS_FILE = Path(__file__).with_name("preset_counts.json")
 
@@ -33,8 +33,13 @@ def count_key(preset: Preset, input_shape: tuple[int, int, int], num_classes: in
 
 
 def fingerprint(preset: Preset) -> str:
-    """A short hash of the architecture: a shipped count of another architecture is stale."""
-    text = json.dumps({"model": preset.model, **asdict(preset.arch)}, sort_keys=True)
+    """A short hash of the architecture: a shipped count of another architecture is stale.
+    Fields added later (presets.ADDED_FIELD) count only away from their defaults."""
+    arch = asdict(preset.arch)
+    for f in fields(preset.arch):
+        if f.metadata == ADDED_FIELD and arch[f.name] == f.default:
+            del arch[f.name]
+    text = json.dumps({"model": preset.model, **arch}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

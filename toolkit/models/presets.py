@@ -5,7 +5,9 @@ for quick experiments and tests on a CPU; `cpu60` is tuned for an hour on 2 CPU 
 `shift-t-light`, `shift-t`, `shift-s` and `shift-b` are the ImageNet-1k models of the ShiftViT
 paper (Wang et al., AAAI 2022) as the official code builds them (microsoft/SPACH,
 models/registry.py), with as much of the paper's training recipe as the toolkit implements:
-see `_PAPER_TRAIN`.
+see `_PAPER_TRAIN`. `paper-cifar` is the SPT/LSA paper's CIFAR-10 ViT (Lee et al. 2021) as its
+code builds and trains it (aanna0701/SPT_LSA_ViT), and a ShiftViT of as many MACs trained
+the same way: see `_PAPER_CIFAR_TRAIN`.
 """
 
 from __future__ import annotations
@@ -33,9 +35,27 @@ class ShiftViTArch:
     dropout: float = 0.2
 
 
+# metadata of an architecture field added after counts were first shipped: at its default the
+# field is left out of the architecture's fingerprint (toolkit.models.counts), so presets that
+# leave it unchanged keep theirs
+ADDED_FIELD = {"fingerprint": "omit at default"}
+
+
 @dataclass(frozen=True)
 class ViTArch:
-    """ViT for small datasets (Lee et al. 2021); spt/lsa off gives the vanilla ablation."""
+    """ViT for small datasets (Lee et al. 2021); spt/lsa off gives the vanilla ablation.
+
+    The defaults are the keras.io example's; the fields after `lsa` are where the paper's own
+    code (aanna0701/SPT_LSA_ViT, models/vit.py) builds otherwise: `head="class_token"` prepends
+    a learned class token (before the position embedding) and classifies it with LayerNorm +
+    Dense, where the keras.io head flattens every token into an MLP (`head_units`,
+    `head_dropout`: the flatten head's only); `drop_path` is stochastic depth on both residual
+    branches of every block, the same rate in each (the paper's code; ShiftViT's rises
+    linearly); `mlp_activate_last=False` leaves GELU off the block MLP's last Dense; without
+    `qkv_bias` the query, key and value projections have no bias; `lsa_temperature="per_head"`
+    learns one scale per head multiplying the scores (init key_dim ** -0.5), where "shared" is
+    keras.io's one temperature per block dividing them.
+    """
 
     image_size: int = 72
     patch_size: int = 6
@@ -50,6 +70,11 @@ class ViTArch:
     epsilon: float = 1e-6
     spt: bool = True
     lsa: bool = True
+    head: str = field(default="flatten", metadata=ADDED_FIELD)  # or "class_token"
+    drop_path: float = field(default=0.0, metadata=ADDED_FIELD)
+    mlp_activate_last: bool = field(default=True, metadata=ADDED_FIELD)
+    qkv_bias: bool = field(default=True, metadata=ADDED_FIELD)
+    lsa_temperature: str = field(default="shared", metadata=ADDED_FIELD)  # or "per_head"
 
 
 @dataclass(frozen=True)
@@ -257,6 +282,86 @@ _SHIFTVIT_PAPER = {
 }
 
 
+# The SPT/LSA paper's CIFAR recipe as its code runs it (aanna0701/SPT_LSA_ViT, main.py's
+# defaults): AdamW, lr 1e-3, weight decay 0.05 on every weight (torch's AdamW on all
+# parameters, as here), batch 128, linear warm-up from 1e-6 over the first 10% of the steps,
+# then cosine; horizontal flip, AutoAugment's CIFAR-10 policy, random erasing (p 0.25, area
+# 0.02-0.4, aspect 0.3-3.3), label smoothing 0.1, and half of the batches mixed, each by Mixup
+# (alpha 1) or CutMix (beta 1), half each; stochastic depth 0.1 (the arch's drop_path).
+# Epochs: `--epochs 100 --ra 3` there builds RASampler(len, batch, 1, 3), whose positional
+# arguments are repetitions=1 and len_factor=3: no image repeated, each "epoch" three shuffled
+# passes over the data. So 300 epochs here, with repeat_augment off: the same passes over the
+# training images (300), warm-up (30 passes) and steps per pass.
+# Stand-ins, as the toolkit has no exact piece: AutoAugment's CIFAR-10 policy is not in Keras,
+# so RandAugment with 2 ops (AutoAugment's sub-policies are 2 ops) at Keras' default strength
+# 0.5; the 4-pixel-padded random crop is a resize to 36 and a random 32 crop (shifts of up to
+# 2 pixels at 1.125x scale: Augmentation has no padded crop); random erasing fills with noise
+# (the code: the per-channel mean, after normalising); Keras' CutMix draws its Beta's alpha
+# from U(0, 1) (cutmix=1) where the code's beta is 1; the cosine ends at 0, the code's at 1e-6.
+# Stochastic depth and all of the above are off at inference: the exported model is the same.
+_PAPER_CIFAR_TRAIN = TrainRecipe(
+    batch_size=128,
+    epochs=300,
+    lr_start=1e-6,
+    lr_max=1e-3,
+    weight_decay=0.05,
+    warmup_fraction=0.1,
+    augmentation=Augmentation(flip=True, crop_resize=(36, 32), erasing=0.25),
+    label_smoothing=0.1,
+    mixup=1.0,
+    cutmix=1.0,
+    mix_prob=0.5,
+    rand_augment=(2, 0.5),
+)
+# The paper's CIFAR ViT as models/create_model.py builds it (`vit`: patch 4 at 32x32, dim 192,
+# depth 9, 12 heads x 16, MLP ratio 2): a class token and LayerNorm + Linear head on it,
+# pre-norm blocks with GELU MLPs (none after the second Linear), q/k/v projections without
+# bias, stochastic depth 0.1 in every block, LSA's scale learned per head, torch's LayerNorm
+# epsilon (1e-5), no dropout. SPT and LSA on (vit-lsa) or off (vit, the paper's baseline).
+# Parameters and MACs equal the code's (tests/test_paper_cifar.py); its initialisation is not
+# copied (the code: class token and position table N(0, 1), xavier-normal kernels).
+_PAPER_CIFAR_VIT = ViTArch(
+    image_size=32,
+    patch_size=4,
+    dim=192,
+    depth=9,
+    num_heads=12,
+    key_dim=16,
+    mlp_units=(384, 192),
+    dropout=0.0,
+    head_units=(),
+    head_dropout=0.0,
+    epsilon=1e-5,
+    head="class_token",
+    drop_path=0.1,
+    mlp_activate_last=False,
+    qkv_bias=False,
+    lsa_temperature="per_head",
+)
+_VIT_PAPER = {"paper-cifar": (_PAPER_CIFAR_VIT, _PAPER_CIFAR_TRAIN)}
+# A ShiftViT of the paper ViT's compute (190 M MACs) with the same recipe: the SPT/LSA paper's
+# CIFAR Swin layout (patch 2, three stages, widths 96-384, MLP ratio 2) with its depths 2-6-4
+# scaled to 3-10-6 (a shift block has no attention: ShiftViT trades it for depth); stochastic
+# depth rising to 0.1 (ShiftViT's rule), no dropout. 5.5 M parameters, 189 M MACs.
+_SHIFTVIT_PAPER_CIFAR = {
+    "paper-cifar": (
+        ShiftViTArch(
+            image_size=32,
+            patch_size=2,
+            dim=96,
+            depths=(3, 10, 6),
+            num_div=12,
+            shift_pixel=1,
+            mlp_ratio=2.0,
+            epsilon=1e-5,
+            drop_path=0.1,
+            dropout=0.0,
+        ),
+        _PAPER_CIFAR_TRAIN,
+    )
+}
+
+
 def _vit_variant(presets: dict, spt: bool, lsa: bool) -> dict:
     return {name: (replace(arch, spt=spt, lsa=lsa), tr) for name, (arch, tr) in presets.items()}
 
@@ -271,6 +376,8 @@ PRESET_PURPOSES = {
     "shift-t": "the paper's Shift-T on ImageNet-1k",
     "shift-s": "the paper's Shift-S on ImageNet-1k",
     "shift-b": "the paper's Shift-B on ImageNet-1k",
+    "paper-cifar": "the SPT/LSA paper's CIFAR-10 ViT and recipe, for a GPU (ShiftViT: as many "
+    "MACs)",
 }
 
 
@@ -297,28 +404,36 @@ def workload(name: str) -> Workload:
 
 @dataclass(frozen=True)
 class PaperFigures:
-    """A preset's row in its paper's table: the model's name there, parameters in millions,
-    FLOPs in billions (multiply-accumulates, as Swin and ShiftViT count them) and top-1 (%)."""
+    """A preset's row in its paper's table: the model's name there, parameters in millions
+    (None: the table gives none), FLOPs in billions (multiply-accumulates, as Swin and ShiftViT
+    count them) and top-1 (%)."""
 
     name: str
-    params_m: float
+    params_m: float | None
     gflops: float
     top1: float
 
 
+# (model, preset) -> its paper's figures.
 # The ShiftViT paper's ImageNet-1k table (224x224 input); Shift-T/light, Shift-T and Shift-S
 # are also in the official README's table (microsoft/SPACH), with their checkpoints.
-PAPER_FIGURES: dict[str, PaperFigures] = {
-    "shift-t-light": PaperFigures("Shift-T/light", 20, 3.0, 79.4),
-    "shift-t": PaperFigures("Shift-T", 29, 4.5, 81.7),
-    "shift-s": PaperFigures("Shift-S", 50, 8.8, 82.8),
-    "shift-b": PaperFigures("Shift-B", 89, 15.6, 83.3),
+# The SPT/LSA paper's CIFAR-10 top-1 and FLOPs, from its code's README (aanna0701/SPT_LSA_ViT:
+# "ViT" and "SL-ViT"; no parameter counts there). Those FLOPs are its Tiny-ImageNet model's
+# (64x64, patch 8, 200 classes): the code's matmul MACs there are 189.5 M and 199.0 M, at
+# CIFAR-10's 32x32 187.7 M and 190.1 M (tests/test_paper_cifar.py).
+PAPER_FIGURES: dict[tuple[str, str], PaperFigures] = {
+    ("shiftvit", "shift-t-light"): PaperFigures("Shift-T/light", 20, 3.0, 79.4),
+    ("shiftvit", "shift-t"): PaperFigures("Shift-T", 29, 4.5, 81.7),
+    ("shiftvit", "shift-s"): PaperFigures("Shift-S", 50, 8.8, 82.8),
+    ("shiftvit", "shift-b"): PaperFigures("Shift-B", 89, 15.6, 83.3),
+    ("vit", "paper-cifar"): PaperFigures("ViT", None, 0.1898, 93.58),
+    ("vit-lsa", "paper-cifar"): PaperFigures("SL-ViT", None, 0.1992, 94.53),
 }
 
 PRESETS: dict[str, dict[str, tuple[ShiftViTArch | ViTArch, TrainRecipe]]] = {
-    "shiftvit": {**_SHIFTVIT, **_SHIFTVIT_PAPER},
-    "vit-lsa": _vit_variant(_VIT, spt=True, lsa=True),
-    "vit": _vit_variant(_VIT, spt=False, lsa=False),
+    "shiftvit": {**_SHIFTVIT, **_SHIFTVIT_PAPER, **_SHIFTVIT_PAPER_CIFAR},
+    "vit-lsa": _vit_variant({**_VIT, **_VIT_PAPER}, spt=True, lsa=True),
+    "vit": _vit_variant({**_VIT, **_VIT_PAPER}, spt=False, lsa=False),
 }
 
 

@@ -77,15 +77,17 @@ def preset_table(
 
 
 def paper_table(counts: Callable[..., Counts] = _counts) -> str:
-    """The presets with a row in their paper's table, counted for ImageNet-1k (224x224 RGB,
-    1000 classes), beside the paper's parameters, FLOPs (MACs) and top-1."""
+    """The ImageNet presets with a row in their paper's table, counted for ImageNet-1k
+    (224x224 RGB, 1000 classes), beside the paper's parameters, FLOPs (MACs) and top-1."""
     rows = [
         "| model | preset | paper's model | depth / width | MLP ratio | drop path | parameters "
         "| paper | MACs / image | paper | paper top-1 | epochs | global batch |",
         "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for model, name in _pairs(set(PAPER_FIGURES)):
-        preset, paper = get_preset(model, name), PAPER_FIGURES[name]
+    for model, name in _pairs(None):
+        if (model, name) not in PAPER_FIGURES or workload(name) != IMAGENET:
+            continue
+        preset, paper = get_preset(model, name), PAPER_FIGURES[model, name]
         arch, train = preset.arch, preset.train
         params, macs = counts(preset, IMAGENET.input_shape, IMAGENET.num_classes)
         rows.append(
@@ -93,6 +95,35 @@ def paper_table(counts: Callable[..., Counts] = _counts) -> str:
             f"| {arch.mlp_ratio:g} | {arch.drop_path:g} | {params:,} "
             f"| {paper.params_m:g} M | {macs / 1e9:.2f} G | {paper.gflops:.1f} G "
             f"| {paper.top1:g}% | {train.epochs} | {train.batch_size} |"
+        )
+    return "\n".join(rows)
+
+
+CIFAR_PAPER_PRESET = "paper-cifar"
+GPU_NOT_MEASURED = "not measured"  # the GPU column until a lent GPU's record says otherwise
+
+
+def cifar_paper_table(counts: Callable[..., Counts] = _counts) -> str:
+    """Every model's `paper-cifar` preset at 32x32 RGB and 10 classes beside the SPT/LSA
+    paper's figures (where it has a row there), and the GPU figure: minutes to the paper's
+    top-1, "not measured" (CPU figures are not shown: a GPU's work)."""
+    rows = [
+        "| model | preset | paper's model | depth / width | drop path | parameters "
+        "| MACs / image | paper's FLOPs (64x64) | paper top-1 (CIFAR-10) | epochs | batch "
+        "| GPU: minutes to the paper's top-1 |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for model, name in _pairs({CIFAR_PAPER_PRESET}):
+        preset, paper = get_preset(model, name), PAPER_FIGURES.get((model, name))
+        arch, train = preset.arch, preset.train
+        params, macs = counts(preset, README_INPUT, README_CLASSES)
+        theirs = ("-", "-", "-")
+        if paper:
+            theirs = (paper.name, f"{paper.gflops * 1e3:,.1f} M", f"{paper.top1:g}%")
+        rows.append(
+            f"| {model} | {name} | {theirs[0]} | {_SHAPES[type(arch)](arch)} | {arch.drop_path:g} "
+            f"| {params:,} | {macs / 1e6:,.1f} M | {theirs[1]} | {theirs[2]} | {train.epochs} "
+            f"| {train.batch_size} | {GPU_NOT_MEASURED} |"
         )
     return "\n".join(rows)
 
@@ -108,6 +139,7 @@ def doc_blocks(counts: Callable[..., Counts] = _counts) -> dict[str, str]:
     return {
         "presets": preset_table_markdown(counts),
         "paper-presets": paper_table(counts) + "\n",
+        "paper-cifar-presets": cifar_paper_table(counts) + "\n",
     }
 
 

@@ -64,26 +64,48 @@ class SelfAttention(keras.layers.Layer):
     """Plain multi-head self-attention with scores q.k^T / sqrt(key_dim).
 
     Call as layer(x, return_attention_scores=False, training=None) on (N, T, D) tokens.
+    `qkv_bias=False`: query, key and value projections without bias (the SPT/LSA paper's code).
+    `temperature` is LSA's (LocalitySelfAttention): "shared", one learned temperature `tau`
+    dividing the scores (keras.io's example); "per_head", one learned `scale` per head
+    multiplying them, initialised to key_dim ** -0.5 (the paper's code, models/vit.py).
     """
 
     locality = False  # LocalitySelfAttention: learned temperature and masked diagonal
     masked_softmax = staticmethod(mask_diagonal_softmax)  # LSA's inference mask
+    TEMPERATURES = ("shared", "per_head")
 
-    def __init__(self, num_heads: int, key_dim: int, dropout: float = 0.0, **kwargs) -> None:
+    def __init__(
+        self,
+        num_heads: int,
+        key_dim: int,
+        dropout: float = 0.0,
+        qkv_bias: bool = True,
+        temperature: str = "shared",
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
+        if temperature not in self.TEMPERATURES or (temperature != "shared" and not self.locality):
+            raise ValueError(
+                f"temperature {temperature!r}: one of {self.TEMPERATURES}, and 'shared' "
+                "unless the attention is LSA"
+            )
         self.num_heads = num_heads
         self.key_dim = key_dim
         self.dropout = dropout
+        self.qkv_bias = qkv_bias
+        self.temperature = temperature
         width = num_heads * key_dim
-        self.query_dense = keras.layers.Dense(width, dtype=self.dtype_policy, name="query")
-        self.key_dense = keras.layers.Dense(width, dtype=self.dtype_policy, name="key")
-        self.value_dense = keras.layers.Dense(width, dtype=self.dtype_policy, name="value")
+        self.query_dense, self.key_dense, self.value_dense = (
+            keras.layers.Dense(width, use_bias=qkv_bias, dtype=self.dtype_policy, name=name)
+            for name in ("query", "key", "value")
+        )
         self.output_dense = None  # width of the input, known in build()
         self.attention_dropout = Dropout(dropout, dtype=self.dtype_policy)
         self.tau = None
+        self.scale = None
 
     def build(self, input_shape: tuple) -> None:
-        """Build the projections; LSA also creates the temperature `tau`."""
+        """Build the projections; LSA also creates its temperature (`tau` or `scale`)."""
         dim = input_shape[-1]
         for dense in (self.query_dense, self.key_dense, self.value_dense):
             dense.build(input_shape)
@@ -91,7 +113,14 @@ class SelfAttention(keras.layers.Layer):
             dim, dtype=self.dtype_policy, name="attention_output"
         )
         self.output_dense.build((*input_shape[:-1], self.num_heads * self.key_dim))
-        if self.locality:
+        if self.locality and self.temperature == "per_head":
+            self.scale = self.add_weight(
+                name="scale",
+                shape=(self.num_heads,),
+                initializer=keras.initializers.Constant(1.0 / math.sqrt(self.key_dim)),
+                trainable=True,
+            )
+        elif self.locality:
             self.tau = self.add_weight(
                 name="tau",
                 shape=(),
@@ -118,7 +147,9 @@ class SelfAttention(keras.layers.Layer):
         q = self.split_heads(self.query_dense(x), tokens)
         k = self.split_heads(self.key_dense(x), tokens)
         v = self.split_heads(self.value_dense(x), tokens)
-        if self.locality:
+        if self.scale is not None:  # (H,) -> (1, H, 1, 1): each head's scale
+            q = q * keras.ops.reshape(keras.ops.cast(self.scale, q.dtype), (1, -1, 1, 1))
+        elif self.locality:
             q = q / keras.ops.cast(self.tau, q.dtype)
         else:
             q = q * (1.0 / math.sqrt(self.key_dim))
@@ -151,6 +182,8 @@ class SelfAttention(keras.layers.Layer):
             "num_heads": self.num_heads,
             "key_dim": self.key_dim,
             "dropout": self.dropout,
+            "qkv_bias": self.qkv_bias,
+            "temperature": self.temperature,
         }
 
 
@@ -184,14 +217,20 @@ def reference_self_attention(
     key_dim: int,
     tau: float | None = None,
     locality: bool = False,
+    head_scale: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """NumPy float64 multi-head self-attention; locality=True excludes the diagonal (LSA).
+    Scores are q.k^T / tau (default sqrt(key_dim)), or q.k^T * head_scale[h] when given.
 
     Returns (output (N, T, D), post-softmax weights (N, heads, T, T)).
     """
     x = np.asarray(x, np.float64)
     n, t, _ = x.shape
     temperature = math.sqrt(key_dim) if tau is None else float(tau)
+    if head_scale is not None:  # the paper's per-head scale: as dividing by its inverse
+        temperatures = 1.0 / np.asarray(head_scale, np.float64).reshape(num_heads)
+    else:
+        temperatures = np.full(num_heads, temperature)
 
     def heads(w: np.ndarray, b: np.ndarray) -> np.ndarray:
         y = x @ np.asarray(w, np.float64) + np.asarray(b, np.float64)
@@ -201,7 +240,7 @@ def reference_self_attention(
     weights = np.zeros((n, num_heads, t, t))
     for b in range(n):
         for h in range(num_heads):
-            logits = q[b, h] @ k[b, h].T / temperature
+            logits = q[b, h] @ k[b, h].T / temperatures[h]
             if locality:
                 logits[np.arange(t), np.arange(t)] = -np.inf  # a token never attends to itself
             e = np.exp(logits - logits.max(axis=-1, keepdims=True))

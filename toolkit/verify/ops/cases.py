@@ -64,14 +64,15 @@ def case_model(case: OpCase, params: Params, override: LayerClass | None, seed: 
 
 
 def randomize_weights(model: keras.Model, rng: np.random.Generator) -> None:
-    """Kernels N(0, 1/fan_in); gamma 1 + N(0, 0.1^2); tau x U(0.8, 1.2); others N(0, 0.1^2)."""
+    """Kernels N(0, 1/fan_in); gamma 1 + N(0, 0.1^2); LSA's tau or scale x U(0.8, 1.2); others
+    N(0, 0.1^2)."""
     for w in model.weights:
         name, shape = w.path.split("/")[-1], tuple(w.shape)
         if name == "kernel":
             value = rng.standard_normal(shape) / np.sqrt(np.prod(shape[:-1]))
         elif name == "gamma":
             value = 1.0 + 0.1 * rng.standard_normal(shape)
-        elif name == "tau":
+        elif name in ("tau", "scale"):  # LSA's temperature: shared or per head
             value = np.asarray(w.numpy()) * rng.uniform(0.8, 1.2)
         else:
             value = 0.1 * rng.standard_normal(shape)

@@ -34,8 +34,8 @@ def layer_norm(x: np.ndarray, layer: keras.layers.LayerNormalization) -> np.ndar
 
 
 def dense(x: np.ndarray, layer: keras.layers.Dense) -> np.ndarray:
-    """x @ kernel + bias (no activation)."""
-    return x @ weight(layer, "kernel") + weight(layer, "bias")
+    """x @ kernel + bias (no activation; no bias when the layer has none)."""
+    return x @ weight(layer, "kernel") + (weight(layer, "bias") if layer.use_bias else 0.0)
 
 
 def mlp(x: np.ndarray, layer: keras.layers.Layer) -> np.ndarray:
@@ -56,10 +56,10 @@ def shift(x: np.ndarray, num_div: int, shift_pixel: int) -> np.ndarray:
 def attention(x: np.ndarray, layer: keras.layers.Layer) -> np.ndarray:
     """LSA with the layer's projections and temperature; the diagonal is always excluded."""
     pairs = [
-        (weight(d, "kernel"), weight(d, "bias"))
+        (weight(d, "kernel"), weight(d, "bias") if d.use_bias else 0.0)
         for d in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense)
     ]
-    tau = getattr(layer, "tau", None)
+    tau, scale = getattr(layer, "tau", None), getattr(layer, "scale", None)
     out, _ = reference_self_attention(
         x,
         *[a for pair in pairs for a in pair],
@@ -67,5 +67,6 @@ def attention(x: np.ndarray, layer: keras.layers.Layer) -> np.ndarray:
         key_dim=layer.key_dim,
         tau=None if tau is None else float(np.asarray(tau.numpy())),
         locality=True,
+        head_scale=None if scale is None else np.asarray(scale.numpy()),
     )
     return out
