@@ -13,9 +13,7 @@ import hashlib
 import json
 import os
 import re
-import sys
 import threading
-import types
 import urllib.request
 from dataclasses import asdict
 from pathlib import Path
@@ -30,9 +28,10 @@ from toolkit.errors import UsageError
 from toolkit.formats import FORMATS
 from toolkit.runfolder import open_run
 from toolkit.runtimes import RUNTIMES
-from toolkit.ship import serve
+from toolkit.ship import bundle, serve
 from toolkit.ship.bundle import SHIP_KEY
 from toolkit.ship.card import CARD_FILE, model_card, shipped
+from toolkit.ship.npm import TASKS_VISION
 from toolkit.ship.picks import DEFAULT_MAX_DROP, Measurements, Pick, choose
 from toolkit.ship.readme import README_FILE, bundle_readme
 from toolkit.ship.stages import calib_samples, plan_stages, read_measurements
@@ -225,18 +224,16 @@ def write_run(root: Path, table: dict = TABLE, license: str | None = None) -> Pa
 
 
 class WebParts:
-    """Stand-ins of toolkit.ship.report and toolkit.ship.webapp that record their calls."""
+    """Stand-ins of the report and web app writers (and of the npm fetch) that record calls."""
 
     def __init__(self, monkeypatch, fail: bool = False):
         self.calls: list[tuple] = []
-        report = types.ModuleType("toolkit.ship.report")
-        webapp = types.ModuleType("toolkit.ship.webapp")
-        report.write_report = self.write_report
-        webapp.write_web_app = self.write_web_app
-        webapp.WEB_NOTES = "Stand-in web notes: connect-src 'self'."
+        self.npm: list[object] = []  # packages fetched before any work (web target)
         self.fail = fail
-        monkeypatch.setitem(sys.modules, "toolkit.ship.report", report)
-        monkeypatch.setitem(sys.modules, "toolkit.ship.webapp", webapp)
+        monkeypatch.setattr(bundle, "write_report", self.write_report)
+        monkeypatch.setattr(bundle, "write_web_app", self.write_web_app)
+        monkeypatch.setattr(bundle, "WEB_NOTES", "Stand-in web notes: connect-src 'self'.")
+        monkeypatch.setattr(bundle, "package_dir", self.npm.append)
 
     def write_report(self, bundle_dir: Path, run_dir: Path, picks: dict) -> Path:
         self.calls.append(("report", Path(bundle_dir), Path(run_dir), dict(picks)))
@@ -502,6 +499,7 @@ def test_ship_writes_the_bundle_of_a_current_run(tmp_path, web_parts, capsys):
     assert web[0] == "web" and web[3] == report[3]["web"] and web[1] == report[1]
     assert not report[1].exists()  # the scratch folder, renamed to --out
     assert "Stand-in web notes" in (out / README_FILE).read_text()
+    assert web_parts.npm == [TASKS_VISION]  # fetched before any work, for the web target
     assert [p.name for p in out.parent.iterdir()] == ["bundle"]  # no scratch left
     mask = os.umask(0)
     os.umask(mask)
@@ -522,6 +520,7 @@ def test_the_default_budget_and_out(tmp_path, web_parts):
 def test_without_the_web_target_there_is_no_web_app(tmp_path, web_parts):
     run = write_run(tmp_path)
     assert ship(run, "--target", "server", "--out", tmp_path / "b") == 0
+    assert web_parts.npm == []
     assert [c[0] for c in web_parts.calls] == ["report"]
     assert not (tmp_path / "b" / "web").exists()
     assert "web" not in (tmp_path / "b" / README_FILE).read_text().split("## Traps")[0]

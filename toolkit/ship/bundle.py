@@ -9,7 +9,6 @@ so that it never deletes files it did not write.
 
 from __future__ import annotations
 
-import importlib
 import os
 import shutil
 import tempfile
@@ -26,8 +25,10 @@ from toolkit.manifest import sha256
 from toolkit.runfolder import LABELS_FILE, MANIFEST_FILE, Run, open_run
 from toolkit.scratch import PREFIX, remove_dead_scratch
 from toolkit.ship.card import CARD_FILE, model_card
+from toolkit.ship.npm import TASKS_VISION, package_dir
 from toolkit.ship.picks import DEFAULT_MAX_DROP, Measurements, Pick, check_budget, choose
 from toolkit.ship.readme import README_FILE, bundle_readme
+from toolkit.ship.report import write_report
 from toolkit.ship.stages import (
     StagePlan,
     check_stage_outputs,
@@ -36,6 +37,7 @@ from toolkit.ship.stages import (
     run_stages,
 )
 from toolkit.ship.targets import TARGETS
+from toolkit.ship.webapp import WEB_NOTES, write_web_app
 
 SHIP_DIR = "ship"  # the default --out: RUN/ship
 SHIP_KEY = "ship"  # the bundle's model.json record of the picks; marks a folder as a bundle
@@ -120,11 +122,6 @@ def copy_files(run: Run, m: Measurements, picks: dict[str, Pick], folder: Path) 
     return [*names, LABELS_FILE]
 
 
-def web_parts(name: str):
-    """toolkit.ship.report or toolkit.ship.webapp (the report page and the web app)."""
-    return importlib.import_module(f"toolkit.ship.{name}")
-
-
 def write_bundle(
     run: Run, m: Measurements, picks: dict[str, Pick], max_drop: float, folder: Path
 ) -> None:
@@ -132,12 +129,11 @@ def write_bundle(
     copy_files(run, m, picks, folder)
     atomic.write_json(folder / MANIFEST_FILE, bundle_manifest(m, picks, max_drop))
     atomic.write_text(folder / CARD_FILE, model_card(run, picks, m, max_drop))
-    web_parts("report").write_report(folder, run.path, picks)
+    write_report(folder, run.path, picks)
     notes = None
     if "web" in picks:
-        webapp = web_parts("webapp")
-        webapp.write_web_app(folder, run.path, picks["web"])
-        notes = getattr(webapp, "WEB_NOTES", "")
+        write_web_app(folder, run.path, picks["web"])
+        notes = WEB_NOTES
     name = f"{run.config['options']['model']}-{run.config['options']['preset']}"
     atomic.write_text(folder / README_FILE, bundle_readme(name, picks, m.manifest, notes))
 
@@ -188,6 +184,8 @@ def ship_run(
     opened = open_run(run)
     out = Path(out) if out is not None else opened.path / SHIP_DIR
     check_out(out)
+    if "web" in names:  # the web app copies MediaPipe's files from npm: fetched before any work
+        package_dir(TASKS_VISION)
     plan = plan_stages(opened, names)
     check_stage_outputs(opened, plan)
     run_stages(opened, plan, bench_seconds, (lambda line: None) if quiet else print)
