@@ -78,6 +78,10 @@ def test_op_reference_tests_pass_on_other_backends(backend):
             "tests/test_ops.py",
             "tests/test_augment.py",
             "tests/test_recipe.py",
+            # of the recipe's tiny trainings, the one whose EMA check is backend-specific: the
+            # others' pieces train on JAX in tests/test_paper_cifar.py (the paper's recipe)
+            "-k",
+            "not test_tiny_training_with or label_smoothing_and_ema",
         ],
         capture_output=True,
         text=True,

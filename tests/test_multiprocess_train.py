@@ -23,7 +23,6 @@ from toolkit.errors import RunError, UsageError
 from toolkit.training.cluster import Cluster, Peers, cluster_for, cluster_from, rendezvous
 
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT.parent / "shared" / "data" / "cifar10_train_sample.npz"
 RUN_FILES = {
     "config.json",
     "labels.txt",
@@ -206,20 +205,6 @@ def test_two_processes_train_on_data_whose_splits_do_not_divide_the_batch(
         metrics["test_top1"] * test_samples
     )
     assert _visible_files(out) == RUN_FILES
-
-
-@pytest.mark.slow
-@needs_jax
-@pytest.mark.skipif(not SAMPLE.is_file(), reason="shared CIFAR-10 sample not present")
-def test_two_processes_train_on_the_shared_cifar10_sample(tmp_path):
-    out = tmp_path / "run"
-    port = _free_port()
-    argv = ("--model", "shiftvit", "--data", f"npz:{SAMPLE}", "--epochs", "1")
-    results = _finish([_start(pid, port, out, *argv) for pid in (0, 1)])
-    for rc, stdout, stderr in results:  # 4,067 / 509 / 509: 509 = 7 x 64 + 61
-        assert rc == 0, stdout[-2000:] + stderr[-3000:]
-    assert _digest(results[0][1], 0) == _digest(results[1][1], 1)
-    assert json.loads((out / "metrics.json").read_text())["test_samples"] == 509
 
 
 # --- refusals ----------------------------------------------------------------------------------
