@@ -32,8 +32,14 @@ from toolkit.ship.picks import Pick
 
 REPORT_FILE = "report.html"
 BENCH_FILE = "bench.json"
-# float32 files that run without TensorFlow, in the order tried as the float reference
-FLOAT_REFERENCES = ("tflite", "onnx")
+# float32 files of any batch that run without TensorFlow, in the order tried as the float
+# reference (LiteRT's first: the runtime the apps embed)
+FLOAT_REFERENCES = tuple(
+    sorted(
+        (n for n, f in FORMATS.items() if f.precision == "fp32" and f.batch is None),
+        key=lambda n: FORMATS[n].runtime != "litert",
+    )
+)
 ROUNDING_RMSE = 1 / math.sqrt(12)  # rmse/scale of pure rounding (verify/attribution.py's)
 EXAMPLE_ROUNDS = 2  # test images shown per class (the first ones of the split)
 MAX_EXAMPLES = 24
