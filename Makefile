@@ -36,7 +36,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 test: lint browser
-	CHROMIUM=$(CHROMIUM) TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q
+	CHROMIUM=$(CHROMIUM) TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q --durations=25
 
 # the edit loop: everything but the tests that train or time (marked slow)
 test-fast: lint
