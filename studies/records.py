@@ -46,6 +46,7 @@ FIGURES = {  # the keys a row of each kind carries besides its provenance
     "op_profile": ("model", "preset", "format", "threads", "total_ms", "op_types"),
     "ort_cuda": ("model", "preset", "format", "rows", "cuda_vs_cpu"),
     "product_threads": ("threads", "products"),
+    "recipe_ablation": ("model", "preset", "epochs", "rows"),
     "step_profile": ("model", "preset", "images_per_s", "kind_ms"),
     "stream_memory": ("rss", "loader", "step", "epoch"),
     "train_throughput": ("batch", "results"),
@@ -224,6 +225,15 @@ def _accuracy(row: dict) -> str:
     )
 
 
+def _recipe_ablation(row: dict) -> str:
+    """Each run's test top-1, its change from the preset and its speed relative to it."""
+    return "; ".join(
+        f"{r['label']} {_pct(r['test_top1'])} ({r['change_points']:+.2f}), "
+        f"{r['speed_vs_preset']:.2f}x img/s"
+        for r in row["rows"]
+    )
+
+
 def _int8_accuracy(row: dict) -> str:
     """Top-1 change in points and agreement with Keras of each file."""
     return ", ".join(
@@ -367,6 +377,7 @@ SUMMARY: dict[str, Callable[[dict], str]] = {
     "op_profile": _op_profile,
     "ort_cuda": _ort_cuda,
     "product_threads": _product_threads,
+    "recipe_ablation": _recipe_ablation,
     "step_profile": _step_profile,
     "stream_memory": _stream_memory,
     "train_throughput": _train_throughput,
