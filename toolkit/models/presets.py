@@ -157,14 +157,16 @@ _SHIFTVIT = {
     # `toolkit train --model shiftvit --preset cpu60 --data folder:CIFAR10 --jit` on 2 CPU cores:
     # 80.0% test top-1 on CIFAR-10 (JPEG q75 copy) in 58 min (records/notes/accuracy.md)
     "cpu60": (
-        ShiftViTArch(image_size=32, dim=48, depths=(2, 2, 4, 2), drop_path=0.2, dropout=0.1),
+        ShiftViTArch(
+            image_size=32, patch_size=2, dim=32, depths=(2, 2, 4, 2), drop_path=0.1, dropout=0.0
+        ),
         replace(
             _SHIFTVIT_SEED_TRAIN,
             batch_size=128,
-            epochs=100,
+            epochs=90,
             lr_max=2e-3,
             weight_decay=0.05,
-            augmentation=Augmentation(flip=True, crop_resize=(36, 32), erasing=0.5),
+            augmentation=Augmentation(flip=True, crop_resize=(36, 32), erasing=0.25),
             early_stopping_patience=None,
         ),
     ),
