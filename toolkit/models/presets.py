@@ -220,11 +220,20 @@ _VIT = {
             num_heads=4,
             key_dim=16,
             mlp_units=(128, 64),
-            dropout=0.1,
+            dropout=0.0,
             head_units=(256,),
             head_dropout=0.3,
+            drop_path=0.1,
         ),
-        replace(_VIT_SEED_TRAIN, batch_size=128, epochs=46, lr_max=2e-3),
+        replace(
+            _VIT_SEED_TRAIN,
+            batch_size=128,
+            epochs=50,
+            lr_max=2e-3,
+            weight_decay=0.05,
+            augmentation=Augmentation(flip=True, crop_resize=(36, 32), erasing=0.25),
+            label_smoothing=0.1,
+        ),
     ),
 }
 
