@@ -228,7 +228,7 @@ _VIT = {
         replace(
             _VIT_SEED_TRAIN,
             batch_size=128,
-            epochs=50,
+            epochs=65,
             lr_max=2e-3,
             weight_decay=0.05,
             augmentation=Augmentation(flip=True, crop_resize=(36, 32), erasing=0.25),
