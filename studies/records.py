@@ -67,7 +67,9 @@ MACS = {
 }
 
 # the counts of a preset's earlier architectures, which its older rows were measured on: the
-# `cpu60` ShiftViT was patch 4, widths 48-384, blocks 2-2-4-2 until issue 42's re-tune (4bc1b46)
+# `cpu60` ShiftViT was patch 4, widths 48-384, blocks 2-2-4-2 until issue 42's re-tune (4bc1b46):
+# 64*48*48 + 2*64*9216 + 16*192*96 + 2*16*36864 + 4*384*192 + 4*4*147456 + 768*384 + 2*589824
+# + 384*10 (built and counted in studies/tests/test_records.py)
 EARLIER_MACS: dict[tuple[str, str], tuple[int, ...]] = {("shiftvit", "cpu60"): (6_934_272,)}
 
 
