@@ -39,6 +39,7 @@ FIGURES = {  # the keys a row of each kind carries besides its provenance
     "accuracy": ("model", "preset"),
     "bench": ("model", "preset", "protocol", "rows"),
     "export_size": ("model", "preset", "files"),
+    "gpu_train": ("model", "preset", "gpu", "images_per_s", "recipe_minutes", "test_top1"),
     "int8_accuracy": ("model", "preset", "data", "files"),
     "int8_search": ("model", "preset", "searches"),
     "interleaved": ("model", "preset", "threads", "segments", "calls", "call", "files"),
@@ -293,6 +294,22 @@ def _ort_cuda(row: dict) -> str:
     return text + f"; argmax agreement with CPU {_pct(row['cuda_vs_cpu']['argmax_agreement'])}"
 
 
+def _gpu_train(row: dict) -> str:
+    """Train-step images/s, the whole recipe's minutes at that speed, and what the run reached."""
+    reached = row.get("minutes_to_target")
+    target = (
+        f"{_pct(row['target_top1'])} reached in {reached} min"
+        if reached is not None
+        else f"{_pct(row['target_top1'])} not reached"
+    )
+    return (
+        f"{row['gpu']} {row['precision']}: {row['images_per_s']:,.0f} img/s, the whole recipe "
+        f"{row['recipe_minutes']} min at that speed; {row['epochs_run']} of "
+        f"{row['recipe_epochs']} epochs in {row['train_minutes']} min: test top-1 "
+        f"{_pct(row['test_top1'])}; {target}"
+    )
+
+
 def _train_throughput(row: dict) -> str:
     """Each implementation's images/s and speed-up over the keras.io port."""
     return "; ".join(
@@ -378,6 +395,7 @@ SUMMARY: dict[str, Callable[[dict], str]] = {
     "accuracy": _accuracy,
     "bench": _bench,
     "export_size": _export_size,
+    "gpu_train": _gpu_train,
     "int8_accuracy": _int8_accuracy,
     "int8_search": _int8_search,
     "interleaved": _interleaved,

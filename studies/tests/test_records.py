@@ -117,3 +117,15 @@ def test_the_hand_counted_macs_are_the_models_counts():
     assert (count_macs(build_model(earlier, (32, 32, 3), 10)),) == records.EARLIER_MACS[
         "shiftvit", "cpu60"
     ]
+
+
+def test_the_presets_tables_gpu_minutes_are_the_gpu_records():
+    """docs/presets.md's GPU column copies the whole-recipe minutes of the GPU training rows."""
+    from toolkit.models.table import GPU_RECIPE_MINUTES
+
+    rows = {(r["model"], r["preset"]): r for r in records.load()["gpu_train"]}
+    assert set(GPU_RECIPE_MINUTES) <= set(rows)
+    for key, (gpu, minutes) in GPU_RECIPE_MINUTES.items():
+        assert minutes == rows[key]["recipe_minutes"]
+        assert gpu == "one " + rows[key]["gpu"].removeprefix("NVIDIA ")
+        assert rows[key]["minutes_to_target"] is None  # else the cell would read its minutes
