@@ -297,11 +297,8 @@ def _ort_cuda(row: dict) -> str:
 def _gpu_train(row: dict) -> str:
     """Train-step images/s, the whole recipe's minutes at that speed, and what the run reached."""
     reached = row.get("minutes_to_target")
-    target = (
-        f"{_pct(row['target_top1'])} reached in {reached} min"
-        if reached is not None
-        else f"{_pct(row['target_top1'])} not reached"
-    )
+    target = _pct(row["target_top1"])
+    target += " not reached" if reached is None else f" reached in {reached} min"
     return (
         f"{row['gpu']} {row['precision']}: {row['images_per_s']:,.0f} img/s, the whole recipe "
         f"{row['recipe_minutes']} min at that speed; {row['epochs_run']} of "

@@ -127,5 +127,5 @@ def test_the_presets_tables_gpu_minutes_are_the_gpu_records():
     assert set(GPU_RECIPE_MINUTES) <= set(rows)
     for key, (gpu, minutes) in GPU_RECIPE_MINUTES.items():
         assert minutes == rows[key]["recipe_minutes"]
-        assert gpu == "one " + rows[key]["gpu"].removeprefix("NVIDIA ")
+        assert gpu == rows[key]["gpu"].removeprefix("NVIDIA ")
         assert rows[key]["minutes_to_target"] is None  # else the cell would read its minutes

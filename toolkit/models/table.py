@@ -106,8 +106,8 @@ GPU_NOT_MEASURED = "not measured"  # the GPU column until a lent GPU's record sa
 # records are records/gpu_train.jsonl's gpu-train-paper-*-h200 rows (pinned against them by
 # studies/tests/test_records.py)
 GPU_RECIPE_MINUTES: dict[tuple[str, str], tuple[str, float]] = {
-    ("vit-lsa", "paper-cifar"): ("one H200", 31.2),
-    ("shiftvit", "paper-cifar"): ("one H200", 32.7),
+    ("vit-lsa", "paper-cifar"): ("H200", 31.2),
+    ("shiftvit", "paper-cifar"): ("H200", 32.7),
 }
 
 
@@ -117,7 +117,7 @@ def _gpu_cell(model: str, preset: str) -> str:
     if (model, preset) not in GPU_RECIPE_MINUTES:
         return GPU_NOT_MEASURED
     gpu, minutes = GPU_RECIPE_MINUTES[model, preset]
-    return f"{GPU_NOT_MEASURED} (the whole recipe: {minutes:g} min on {gpu}, bf16)"
+    return f"{GPU_NOT_MEASURED} (the whole recipe: {minutes:g} min on one {gpu}, bf16)"
 
 
 def cifar_paper_table(counts: Callable[..., Counts] = _counts) -> str:
