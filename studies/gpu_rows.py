@@ -212,7 +212,7 @@ def child_train(model_name: str, preset_name: str, spec: str, ends_at: float) ->
     deadline = ends_at - (1 - CHILD_GRACE_S) * (ends_at - time.time())  # a tenth kept back
     preset = get_preset(model_name, preset_name)
     recipe = preset.train
-    data = load_data(spec, seed=0)
+    data = load_data(spec, seed=0, val_fraction=recipe.val_fraction)
     goal = target_of(model_name, preset_name)
     target = goal.top1 if _has_target_data(goal, data.name) else None
     keras.utils.set_random_seed(0)

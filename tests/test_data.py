@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from PIL import Image
 
 from toolkit.data import (
     DATA_KINDS,
@@ -298,6 +299,41 @@ def test_cifar_split_from_keras_arrays(monkeypatch):
     ds = load_data("cifar10")
     assert (len(ds.x_train), len(ds.x_val), len(ds.x_test)) == (40_000, 10_000, 10_000)
     assert ds.y_val[0] == 0 and ds.y_train.ndim == 1 and ds.class_names == CIFAR10_CLASSES
+    x[:, 0, 0, :2] = np.stack([np.arange(50_000) % 256, np.arange(50_000) // 256], axis=1)
+    held = load_data("cifar10", seed=1, val_fraction=0.04)  # a preset's share, stratified
+    assert (len(held.y_train), len(held.y_val), len(held.y_test)) == (48_000, 2_000, 10_000)
+    assert np.all(np.bincount(held.y_val) == 200)
+    np.testing.assert_array_equal(held.x_val, load_data("cifar10", 1, 0.04).x_val)  # seeded
+    assert not np.array_equal(held.x_val, load_data("cifar10", 2, 0.04).x_val)
+
+
+@pytest.mark.parametrize("spec", ["shapes:1000", "npz", "folder-flat", "folder-split"])
+def test_val_fraction_holds_that_share_of_the_non_test_images_out(tmp_path, spec):
+    """A preset's val_fraction moves images between train and val only: test is the data's
+    own (10% of a pool, or test/), and None keeps the data's split."""
+    if spec == "npz":
+        spec = _write_npz(tmp_path / "d.npz", x=_images(400), y=np.arange(400) % 4)
+    elif spec.startswith("folder"):
+        root = tmp_path / "data"
+        for split, count in (("train", 50), ("test", 10)) if spec.endswith("split") else [("", 60)]:
+            for j, label in enumerate(("a", "b")):
+                folder = root / split / label
+                folder.mkdir(parents=True)
+                for i in range(count):
+                    Image.new("RGB", (4, 4), (i, 3 * i, 7 + 100 * j)).save(folder / f"{i}.png")
+        spec = f"folder:{root}@4"
+    own = load_data(spec, seed=0)
+    held = load_data(spec, seed=0, val_fraction=0.1)
+    non_test = len(own.y_train) + len(own.y_val)
+    assert len(held.y_test) == len(own.y_test)
+    np.testing.assert_array_equal(held.x_test, own.x_test)
+    assert len(held.y_train) + len(held.y_val) == non_test
+    assert len(held.y_val) == pytest.approx(0.1 * non_test, abs=len(own.class_names))
+    assert len(held.y_val) < len(own.y_val)  # 10% where the data's own split holds 11-20%
+    assert set(held.y_val.tolist()) == set(range(len(own.class_names)))
+    if not spec.startswith("shapes"):  # every image distinct: val and train disjoint
+        seen = {x.tobytes() for x in held.x_train}
+        assert not any(x.tobytes() in seen for x in held.x_val)
 
 
 def test_check_labels():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -21,6 +22,8 @@ from toolkit.errors import UsageError
 from toolkit.evaluate import evaluate_model
 from toolkit.models import get_preset, preset_from_dict
 from toolkit.models.presets import PRESETS, TrainRecipe, parse_recipe, recipe_keys
+from toolkit.rundata import load_split
+from toolkit.runfolder import open_run
 from toolkit.training.losses import HardAccuracy, HardTopKAccuracy, SmoothedCrossentropy
 from toolkit.training.train import TrainOptions, compile_model, train
 
@@ -32,17 +35,20 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 
 # presets tuned with a piece on: (model, preset) -> its label smoothing
 _SMOOTHED = {("vit-lsa", "cpu60"): 0.1, ("vit", "cpu60"): 0.1}
+# presets that hold out less than the data's own validation split: (model, preset) -> share
+_HELD_OUT = {("shiftvit", "cpu60"): 0.04}
 
 
 def test_every_preset_has_the_pieces_off():
     """New fields default off: every preset trains exactly as before (but `paper-cifar`, made
-    with them: the SPT/LSA paper's recipe, tests/test_paper_cifar.py; and the ViT `cpu60`,
-    re-tuned with label smoothing)."""
+    with them: the SPT/LSA paper's recipe, tests/test_paper_cifar.py; the ViT `cpu60`,
+    re-tuned with label smoothing; the ShiftViT `cpu60`, with a smaller validation split)."""
     for model, presets in PRESETS.items():
         for name, (_, recipe) in presets.items():
             if name == "paper-cifar":
                 continue
             assert recipe.label_smoothing == _SMOOTHED.get((model, name), 0.0)
+            assert recipe.val_fraction == _HELD_OUT.get((model, name))
             assert recipe.ema is None
             assert recipe.mixup == 0.0 and recipe.cutmix == 0.0 and recipe.mix_prob == 1.0
             assert recipe.rand_augment is None and recipe.repeat_augment == 1
@@ -95,6 +101,15 @@ def test_ema_weights_follow_keras_formula_and_fit_ends_with_them():
         np.testing.assert_array_equal(np.array(weight), avg)
 
 
+@pytest.mark.parametrize("key", recipe_keys())
+def test_every_recipe_key_is_in_the_docs_table(key):
+    """docs/presets.md's 'Recipe pieces' names each key `--recipe` takes (`toolkit train
+    --help` points there)."""
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "presets.md").read_text()
+    section = docs.split("## Recipe pieces", 1)[1].split("\n## ", 1)[0]
+    assert f"`{key}`" in section
+
+
 def test_recipe_override_is_typed_by_the_field():
     assert parse_recipe("label_smoothing=0.1,ema=0.999") == {"label_smoothing": 0.1, "ema": 0.999}
     assert parse_recipe("ema=none") == parse_recipe("ema=0") == {"ema": None}
@@ -102,6 +117,8 @@ def test_recipe_override_is_typed_by_the_field():
     assert parse_recipe(None) == {}
     assert parse_recipe("rand_augment=2:0.9,mixup=0.8") == {"rand_augment": (2, 0.9), "mixup": 0.8}
     assert parse_recipe("rand_augment=none") == {"rand_augment": None}
+    assert parse_recipe("val_fraction=0.04") == {"val_fraction": 0.04}
+    assert parse_recipe("val_fraction=none") == {"val_fraction": None}  # the data's own split
     assert "label_smoothing" in recipe_keys() and "augmentation" not in recipe_keys()
 
 
@@ -134,6 +151,8 @@ def test_bad_recipe_override_is_one_line(text, words):
         "rand_augment=0:0.5",
         "rand_augment=2:1.5",
         "repeat_augment=-1",
+        "val_fraction=1",
+        "val_fraction=-0.1",
     ],
 )
 def test_out_of_range_piece_is_refused_before_training(text, tmp_path):
@@ -151,6 +170,7 @@ def test_config_without_the_new_fields_still_loads():
         "mix_prob",
         "rand_augment",
         "repeat_augment",
+        "val_fraction",
     ):
         del data["train"][key]
     assert preset_from_dict(data) == get_preset("vit-lsa", "tiny")
@@ -171,19 +191,23 @@ def test_config_without_the_new_fields_still_loads():
 
 @pytest.mark.slow
 def test_tiny_training_with_label_smoothing_and_ema(tmp_path, capsys):
-    """CLI run with the pieces on: recorded in config.json, kept by --resume, model loads."""
+    """CLI run with the pieces on: recorded in config.json, kept by --resume, model loads; its
+    validation share is the split every later command reads."""
     out = tmp_path / "run"
     argv = ["train", "--model", "shiftvit", "--data", "shapes:600", "--epochs", "1"]
-    assert main([*argv, "--out", str(out), "--recipe", "label_smoothing=0.1,ema=0.9"]) == 0
+    pieces = "label_smoothing=0.1,ema=0.9,val_fraction=0.25"
+    assert main([*argv, "--out", str(out), "--recipe", pieces]) == 0
     config = json.loads((out / "config.json").read_text())
     recipe = preset_from_dict(config["preset"]).train
-    assert (recipe.label_smoothing, recipe.ema) == (0.1, 0.9)
-    assert config["options"]["recipe"] == "label_smoothing=0.1,ema=0.9"
+    assert (recipe.label_smoothing, recipe.ema, recipe.val_fraction) == (0.1, 0.9, 0.25)
+    assert config["options"]["recipe"] == pieces
     model = keras.saving.load_model(out / "model.keras", safe_mode=True)
     # validation scored the averages, and the saved weights are the final averages: the saved
-    # model's top-1 on the validation split is the last epoch's val_accuracy
-    data = load_data("shapes:600", seed=0)
-    top1 = evaluate_model(model, data.x_val, data.y_val, 64)["top1"]
+    # model's top-1 on the validation split (the run's: a quarter of the 540 non-test images)
+    # is the last epoch's val_accuracy
+    x_val, y_val, _ = load_split(open_run(out), "val")
+    assert len(y_val) == len(load_data("shapes:600", 0, 0.25).y_val) == 140  # 14 per class
+    top1 = evaluate_model(model, x_val, y_val, 64)["top1"]
     history = (out / "history.csv").read_text().splitlines()
     row = dict(zip(history[0].split(","), history[-1].split(","), strict=True))
     assert top1 == pytest.approx(float(row["val_accuracy"]), abs=1e-6)

@@ -278,8 +278,8 @@ def test_a_file_removed_while_training_stops_in_one_line_before_the_model_is_wri
     root = _folder(tmp_path / "data", per_class=20)
     load = train_module.load_data
 
-    def load_then_remove(spec, seed=0):
-        data = load(spec, seed)
+    def load_then_remove(spec, seed=0, val_fraction=None):
+        data = load(spec, seed, val_fraction)
         Path(data.x_train.paths[5]).unlink()  # listed, then gone before its batch
         return data
 

@@ -101,6 +101,13 @@ class Run:
         return int(self.config["options"]["seed"])
 
     @property
+    def val_fraction(self) -> float | None:
+        """The share of the training images `toolkit train` held out for validation (its
+        preset's `val_fraction`; None: the data's own split): every later split uses it."""
+        value = ((self.config.get("preset") or {}).get("train") or {}).get("val_fraction")
+        return None if value is None else float(value)
+
+    @property
     def export_dir(self) -> Path:
         """RUN/export: where `toolkit export` writes by default."""
         return self.path / EXPORT_DIR

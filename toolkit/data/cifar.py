@@ -1,4 +1,5 @@
-"""CIFAR-10 / CIFAR-100 through keras.datasets: first 40,000 train, last 10,000 validation."""
+"""CIFAR-10 / CIFAR-100 through keras.datasets: first 40,000 train, last 10,000 validation, or
+with a preset's `val_fraction` that share of the 50,000 held out (stratified, seeded)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import keras
 import numpy as np
 
 from toolkit.data.dataset import Dataset
+from toolkit.data.split import carve_validation
 from toolkit.errors import UsageError
 
 NUM_TRAIN = 40_000
@@ -42,8 +44,8 @@ def keras_cache_dir() -> Path:
     return base / "datasets"
 
 
-def load_cifar10(arg: str | None, seed: int = 0) -> Dataset:
-    """CIFAR-10 with its 10 class names; `seed` is unused (the split is fixed)."""
+def load_cifar10(arg: str | None, seed: int = 0, val_fraction: float | None = None) -> Dataset:
+    """CIFAR-10 with its 10 class names; `seed` splits only with a `val_fraction`."""
     return _load(
         "cifar10",
         arg,
@@ -53,11 +55,13 @@ def load_cifar10(arg: str | None, seed: int = 0) -> Dataset:
         url="https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
         # keras 3 caches the tar.gz under this name (get_file fname without a dot + "_archive")
         archive="cifar-10-batches-py-target_archive",
+        split=(seed, val_fraction),
     )
 
 
-def load_cifar100(arg: str | None, seed: int = 0) -> Dataset:
-    """CIFAR-100 fine labels with its 100 class names; `seed` is unused (the split is fixed)."""
+def load_cifar100(arg: str | None, seed: int = 0, val_fraction: float | None = None) -> Dataset:
+    """CIFAR-100 fine labels with its 100 class names; `seed` splits only with a
+    `val_fraction`."""
     return _load(
         "cifar100",
         arg,
@@ -66,6 +70,7 @@ def load_cifar100(arg: str | None, seed: int = 0) -> Dataset:
         title="CIFAR-100",
         url="https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",
         archive="cifar-100-python-target_archive",
+        split=(seed, val_fraction),
     )
 
 
@@ -77,6 +82,7 @@ def _load(
     title: str,
     url: str,
     archive: str,
+    split: tuple[int, float | None] = (0, None),
 ) -> Dataset:
     """Fetch through keras, turn any download failure into a UsageError naming the cache file."""
     if arg:
@@ -92,12 +98,17 @@ def _load(
         ) from e
     y_train = np.asarray(y_train, np.int64).reshape(-1)
     y_test = np.asarray(y_test, np.int64).reshape(-1)
+    seed, val_fraction = split
+    if val_fraction is None:
+        keep, carve = np.arange(NUM_TRAIN), np.arange(NUM_TRAIN, len(y_train))
+    else:
+        keep, carve = carve_validation(y_train, val_fraction, seed)
     return Dataset(
         name=name,
-        x_train=x_train[:NUM_TRAIN],
-        y_train=y_train[:NUM_TRAIN],
-        x_val=x_train[NUM_TRAIN:],
-        y_val=y_train[NUM_TRAIN:],
+        x_train=x_train[keep],
+        y_train=y_train[keep],
+        x_val=x_train[carve],
+        y_val=y_train[carve],
         x_test=x_test,
         y_test=y_test,
         class_names=list(class_names),

@@ -1,11 +1,12 @@
 """`folder:PATH[@SIZE][,MODE]`: class subfolders of images, resized to SIZE x SIZE.
 
 Two layouts, those of torchvision's ImageFolder and Ultralytics' classification datasets:
-- flat: `PATH/<class>/<image>`, split 80/10/10 (stratified, seeded);
+- flat: `PATH/<class>/<image>`, split 80/10/10 (stratified, seeded; a preset's
+  `val_fraction` keeps 10% for test and holds that share of the rest out for validation);
 - split: `PATH/train/<class>/...` and `PATH/test/<class>/...`, used as given, with
   `PATH/val/<class>/...` as the validation split when it exists, else 20% of train carved
-  out (stratified, seeded: 10,000 of CIFAR-10's 50,000, as the keras.io examples do). Every
-  split must have the same class folders.
+  out (stratified, seeded: 10,000 of CIFAR-10's 50,000, as the keras.io examples do), or the
+  preset's `val_fraction` of it. Every split must have the same class folders.
 
 SIZE is at most MAX_SIZE (4096): a larger side is refused before anything is read.
 
@@ -38,7 +39,7 @@ import numpy as np
 from toolkit.data.dataset import Dataset, check_class_name_characters
 from toolkit.data.decode_cache import decode_folder_images
 from toolkit.data.images import IMAGE_SUFFIXES
-from toolkit.data.split import require_images, split_dataset, stratified_split
+from toolkit.data.split import carve_validation, require_images, split_dataset
 from toolkit.data.stream import (
     AUTO,
     MEMORY,
@@ -62,8 +63,10 @@ VAL_FRACTION = 0.2  # of train, when there is no val/ folder
 DECODERS = {MEMORY: decode_folder_images, STREAM: stream_folder_images}
 
 
-def load_folder(arg: str | None, seed: int = 0) -> Dataset:
-    """Load a flat or train/test folder (sorted subfolder names = class names) and split it."""
+def load_folder(arg: str | None, seed: int = 0, val_fraction: float | None = None) -> Dataset:
+    """Load a flat or train/test folder (sorted subfolder names = class names) and split it;
+    `val_fraction`: the share of the non-test images held out for validation (None: 80/10/10
+    or 20% of train/, as above), unless a val/ folder gives the split."""
     if not arg:
         raise UsageError(
             f"folder needs a path: use --data folder:PATH or folder:PATH@32 ({LAYOUT})"
@@ -75,17 +78,20 @@ def load_folder(arg: str | None, seed: int = 0) -> Dataset:
         hint = f"use --data npz:{path}" if path.suffix == ".npz" else LAYOUT
         raise UsageError(f"folder path {path} is not a folder: {hint}")
     if (path / TRAIN).is_dir():
-        return _load_split_layout(path, size, mode, seed)
+        return _load_split_layout(path, size, mode, seed, val_fraction)
     class_names, paths, labels = _class_files(path, path)
     require_images(f"folder {path}", len(paths))  # before decoding anything
     mode = choose_mode(mode, len(paths), size, f"folder {path}")
     x, y = _decode(path, paths, labels, class_names, size, mode)
     require_images(f"folder {path}", len(y))
-    return split_dataset(path.name, x, y, class_names, seed)
+    return split_dataset(path.name, x, y, class_names, seed, val_fraction=val_fraction)
 
 
-def _load_split_layout(path: Path, size: int, mode: str, seed: int) -> Dataset:
-    """train/ and test/ as given; val/ when present, else 20% of train, stratified."""
+def _load_split_layout(
+    path: Path, size: int, mode: str, seed: int, val_fraction: float | None
+) -> Dataset:
+    """train/ and test/ as given; val/ when present, else `val_fraction` (default 20%) of
+    train, stratified."""
     if not (path / TEST).is_dir():
         raise UsageError(
             f"folder {path} has {TRAIN}/ but no {TEST}/: add {path}/{TEST}/<class_name>/ "
@@ -105,7 +111,8 @@ def _load_split_layout(path: Path, size: int, mode: str, seed: int) -> Dataset:
     if VAL in splits:
         x_val, y_val = splits[VAL]
     else:
-        keep, carve, _ = stratified_split(y_train, (1 - VAL_FRACTION, VAL_FRACTION, 0.0), seed)
+        fraction = VAL_FRACTION if val_fraction is None else val_fraction
+        keep, carve = carve_validation(y_train, fraction, seed)
         (x_train, y_train), (x_val, y_val) = (
             (select(x_train, keep), y_train[keep]),
             (select(x_train, carve), y_train[carve]),

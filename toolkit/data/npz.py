@@ -15,8 +15,9 @@ from toolkit.errors import UsageError
 EXPECTED = "expected keys x (N,H,W,3 uint8) and y (N,) int labels"
 
 
-def load_npz(arg: str | None, seed: int = 0) -> Dataset:
-    """Load an npz file and split it 80/10/10, stratified and seeded."""
+def load_npz(arg: str | None, seed: int = 0, val_fraction: float | None = None) -> Dataset:
+    """Load an npz file and split it 80/10/10, stratified and seeded (`val_fraction`: see
+    `toolkit.data.split.flat_fractions`)."""
     if not arg:
         raise UsageError(f"npz needs a path: use --data npz:PATH ({EXPECTED})")
     path = Path(arg).expanduser()
@@ -55,7 +56,8 @@ def load_npz(arg: str | None, seed: int = 0) -> Dataset:
             "they must have one label per image"
         )
     require_images(f"npz file {path}", len(x))
-    return split_dataset(path.stem, x, y, _class_names(names, y, path), seed)
+    names = _class_names(names, y, path)
+    return split_dataset(path.stem, x, y, names, seed, val_fraction=val_fraction)
 
 
 def _images(x: np.ndarray, path: Path) -> np.ndarray:

@@ -85,8 +85,9 @@ def _draw(labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.clip(np.round(images), 0, 255).astype(np.uint8)
 
 
-def load_shapes(arg: str | None, seed: int = 0) -> Dataset:
-    """The synthetic shapes dataset of N images (default 3000), split 80/10/10."""
+def load_shapes(arg: str | None, seed: int = 0, val_fraction: float | None = None) -> Dataset:
+    """The synthetic shapes dataset of N images (default 3000), split 80/10/10 (`val_fraction`:
+    see `toolkit.data.split.flat_fractions`)."""
     count = DEFAULT_COUNT
     if arg is not None:
         if not arg.strip().isdigit() or int(arg) <= 0:
@@ -96,4 +97,6 @@ def load_shapes(arg: str | None, seed: int = 0) -> Dataset:
             )
         count = int(arg)
     x, y = generate_shapes(count, seed)
-    return split_dataset("shapes", x, y, CLASS_NAMES, seed, synthetic=True)
+    return split_dataset(
+        "shapes", x, y, CLASS_NAMES, seed, synthetic=True, val_fraction=val_fraction
+    )

@@ -9,6 +9,27 @@ from toolkit.data.stream import FolderImages, select
 from toolkit.errors import UsageError
 
 MIN_IMAGES = 10
+FLAT_FRACTIONS = (0.8, 0.1, 0.1)  # train/val/test of data given as one pool of images
+TEST_FRACTION = FLAT_FRACTIONS[2]
+
+
+def flat_fractions(val_fraction: float | None = None) -> tuple[float, float, float]:
+    """Train/val/test shares of one pool of images: 80/10/10, or with `val_fraction` (the
+    share of the non-test images held out for validation) the same 10% test and the rest
+    split by it."""
+    if val_fraction is None:
+        return FLAT_FRACTIONS
+    rest = 1.0 - TEST_FRACTION
+    return (rest * (1.0 - val_fraction), rest * val_fraction, TEST_FRACTION)
+
+
+def carve_validation(
+    y: np.ndarray, val_fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted (train, val) indices of a given training split, `val_fraction` of each class
+    held out for validation (stratified, seeded)."""
+    keep, carve, _ = stratified_split(y, (1.0 - val_fraction, val_fraction, 0.0), seed)
+    return keep, carve
 
 
 def stratified_split(
@@ -53,10 +74,12 @@ def split_dataset(
     class_names: list[str],
     seed: int,
     synthetic: bool = False,
+    val_fraction: float | None = None,
 ) -> Dataset:
-    """The Dataset holding the seeded 80/10/10 stratified split of (x, y)."""
+    """The Dataset holding the seeded stratified split of (x, y): 80/10/10, or 10% test and
+    `val_fraction` of the rest for validation (`flat_fractions`)."""
     require_images(name, len(x))
-    tr, va, te = stratified_split(y, seed=seed)
+    tr, va, te = stratified_split(y, flat_fractions(val_fraction), seed=seed)
     return Dataset(
         name=name,
         x_train=select(x, tr),

@@ -403,7 +403,7 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
     multi-process run, while process 0 holds it: then only process 0 writes)."""
     writer = cluster is None or cluster.writer
     preset = _validate(options)
-    data = load_data(options.data, seed=options.seed)
+    data = load_data(options.data, seed=options.seed, val_fraction=preset.train.val_fraction)
     _check_data(data, options)
     height, width, _ = data.image_shape
     print(
