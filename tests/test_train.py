@@ -19,7 +19,15 @@ import tensorflow as tf
 from toolkit.cli.main import main
 from toolkit.data import load_data
 from toolkit.models import preset_from_dict
-from toolkit.runfolder import CONFIG_FILE, HISTORY_FILE, LABELS_FILE, METRICS_FILE, MODEL_FILE
+from toolkit.rundata import load_split
+from toolkit.runfolder import (
+    CONFIG_FILE,
+    HISTORY_FILE,
+    LABELS_FILE,
+    METRICS_FILE,
+    MODEL_FILE,
+    open_run,
+)
 from toolkit.training import checkpoint as checkpoint_module
 from toolkit.training import train as train_module
 from toolkit.training.checkpoint import Checkpoint, epochs_done
@@ -32,12 +40,21 @@ RUN_FILES = (MODEL_FILE, CONFIG_FILE, HISTORY_FILE, METRICS_FILE, LABELS_FILE)
 
 
 def test_train_writes_a_complete_run_folder(tmp_path):
-    out = train(TrainOptions("shiftvit", "tiny", "shapes:400", epochs=1), out=tmp_path / "run")
+    """... with a validation share of its own: recorded, and the split every later command
+    reads (a quarter of the 360 non-test images where the data's own split holds 40)."""
+    options = TrainOptions("shiftvit", "tiny", "shapes:400", epochs=1, recipe="val_fraction=0.25")
+    out = train(options, out=tmp_path / "run")
     for name in RUN_FILES:
         assert (out / name).is_file(), name
     assert not (out / "checkpoint").exists()
     config = json.loads((out / "config.json").read_text())
     assert preset_from_dict(config["preset"]).arch.dim == 32
+    assert preset_from_dict(config["preset"]).train.val_fraction == 0.25
+    held = load_data("shapes:400", seed=0, val_fraction=0.25)
+    x_val, y_val, _ = load_split(open_run(out), "val")
+    assert len(y_val) == 90 and len(load_data("shapes:400").y_val) == 40
+    np.testing.assert_array_equal(x_val, held.x_val)
+    np.testing.assert_array_equal(load_split(open_run(out), "test")[1], held.y_test)
     assert config["options"]["data"] == "shapes:400"
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics) >= {"test_top1", "test_top5", "parameters", "macs_per_image"}
