@@ -104,7 +104,7 @@ class Run:
     def val_fraction(self) -> float | None:
         """The share of the training images `toolkit train` held out for validation (its
         preset's `val_fraction`; None: the data's own split): every later split uses it."""
-        value = ((self.config.get("preset") or {}).get("train") or {}).get("val_fraction")
+        value = self.config["preset"].get("train", {}).get("val_fraction")  # train writes "preset"
         return None if value is None else float(value)
 
     @property

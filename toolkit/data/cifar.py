@@ -55,7 +55,8 @@ def load_cifar10(arg: str | None, seed: int = 0, val_fraction: float | None = No
         url="https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
         # keras 3 caches the tar.gz under this name (get_file fname without a dot + "_archive")
         archive="cifar-10-batches-py-target_archive",
-        split=(seed, val_fraction),
+        seed=seed,
+        val_fraction=val_fraction,
     )
 
 
@@ -70,7 +71,8 @@ def load_cifar100(arg: str | None, seed: int = 0, val_fraction: float | None = N
         title="CIFAR-100",
         url="https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",
         archive="cifar-100-python-target_archive",
-        split=(seed, val_fraction),
+        seed=seed,
+        val_fraction=val_fraction,
     )
 
 
@@ -82,7 +84,8 @@ def _load(
     title: str,
     url: str,
     archive: str,
-    split: tuple[int, float | None] = (0, None),
+    seed: int = 0,
+    val_fraction: float | None = None,
 ) -> Dataset:
     """Fetch through keras, turn any download failure into a UsageError naming the cache file."""
     if arg:
@@ -98,7 +101,6 @@ def _load(
         ) from e
     y_train = np.asarray(y_train, np.int64).reshape(-1)
     y_test = np.asarray(y_test, np.int64).reshape(-1)
-    seed, val_fraction = split
     if val_fraction is None:
         keep, carve = np.arange(NUM_TRAIN), np.arange(NUM_TRAIN, len(y_train))
     else:
