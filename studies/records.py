@@ -38,6 +38,7 @@ MACHINE = {"cpu": str, "flags": list, "cores": int}
 FIGURES = {  # the keys a row of each kind carries besides its provenance
     "accuracy": ("model", "preset"),
     "bench": ("model", "preset", "protocol", "rows"),
+    "epoch_stall": ("model", "preset", "images", "modes"),
     "export_size": ("model", "preset", "files"),
     "gpu_train": ("model", "preset", "gpu", "images_per_s", "recipe_minutes", "test_top1"),
     "int8_accuracy": ("model", "preset", "data", "files"),
@@ -372,6 +373,15 @@ def _stream_memory(row: dict) -> str:
     return "; ".join(parts)
 
 
+def _epoch_stall(row: dict) -> str:
+    """Each mode's epochs after the first: wall seconds, and when their first step ended."""
+    return "; ".join(
+        f"{m['mode']}: epochs {', '.join(str(e['epoch_s']) for e in m['epochs'][1:])} s, "
+        f"first step done {', '.join(str(e['first_step_s']) for e in m['epochs'][1:])} s in"
+        for m in row["modes"]
+    )
+
+
 def _export_size(row: dict) -> str:
     """Each file's size (and export time)."""
     parts = [
@@ -391,6 +401,7 @@ def _nothing(row: dict) -> str:
 SUMMARY: dict[str, Callable[[dict], str]] = {
     "accuracy": _accuracy,
     "bench": _bench,
+    "epoch_stall": _epoch_stall,
     "export_size": _export_size,
     "gpu_train": _gpu_train,
     "int8_accuracy": _int8_accuracy,

@@ -108,6 +108,30 @@ def test_on_tensorflow_a_streamed_folder_gives_the_in_memory_tf_data_batches(tmp
     np.testing.assert_array_equal(images, memory.x_test.astype(np.float32))
 
 
+@pytest.mark.parametrize("mode", ["memory", "stream"])
+@pytest.mark.parametrize("pipeline", ["train", "eval"])
+def test_tf_data_pipelines_run_without_autotuning_and_give_autotunes_batches(
+    tmp_path, mode, pipeline
+):
+    """Autotune's model thread stalled epochs idle (toolkit.data.tf_pipeline): every pipeline,
+    in memory and streamed, runs with it off, and yields the batches it gives with it on."""
+    data = load_folder(f"{_folder(tmp_path / 'data')}@16,{mode}", seed=3)
+    aug = Augmentation(flip=True, crop_resize=(20, 16), erasing=0.5)
+
+    def make() -> tf.data.Dataset:
+        if pipeline == "train":
+            return train_dataset(data.x_train, data.y_train, 8, aug, seed=4)
+        return eval_dataset(data.x_val, data.y_val, 4)
+
+    ours = make()
+    assert ours.options().autotune.enabled is False
+    autotune = tf.data.Options()
+    autotune.autotune.enabled = True
+    for (ox, oy), (tx, ty) in zip(ours, make().with_options(autotune), strict=True):
+        np.testing.assert_array_equal(ox.numpy(), tx.numpy())
+        np.testing.assert_array_equal(oy.numpy(), ty.numpy())
+
+
 def _jpegs_at_size(root: Path, size: int = 16) -> None:
     """root/<class>/*: JPEGs already `size` px (every chroma subsampling, baseline and
     progressive, grey, CMYK) and a PNG."""

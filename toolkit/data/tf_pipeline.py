@@ -8,7 +8,13 @@ order and augmentation, memory bounded by the batches in flight. A streamed pipe
 thread pool of its own: decoding in the pool that runs the train step's ops stalled the step
 (tiny CIFAR-10 epoch on 2 shared cores, wall time against in memory: Pillow decoding there
 +67-119%, TF decoding +26-28%; this pipeline +8-12%;
-records/README.md#stream-memory-tf-epyc-2core)."""
+records/README.md#stream-memory-tf-epyc-2core).
+
+Every pipeline runs with tf.data's autotuning off (AUTOTUNE then means one call per core and
+a prefetch buffer that grows as the consumer waits): with the step busy on every core,
+deleting an exhausted iterator waited for autotune's model thread to wake, up to its
+optimisation period of tens of seconds, idle, at the start of many epochs (TensorFlow 2.21;
+`python -m studies.epoch_stall`, records/README.md#epoch-stall-shiftvit-cpu60)."""
 
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from toolkit.data.tf_augment import augment_fn
 
 AUTOTUNE = tf.data.AUTOTUNE
 AUGMENTS = True  # train_batches applies the augmentation (tf_augment), in parallel with the step
+AUTOTUNE_MODEL = False  # tf.data's autotuning (its model thread): off, see the module docstring
 STREAM_THREADS = 2  # a streamed pipeline's own thread pool (2-core EPYC: 2 and 4 alike)
 
 
@@ -80,7 +87,7 @@ def train_batches(
     if mix is not None and mix.active:
         draws = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True).batch(2)
         loaded = tf.data.Dataset.zip(loaded, draws).map(mixer(mix, seed))
-    return _threads(loaded.prefetch(AUTOTUNE), x)
+    return _with_options(loaded.prefetch(AUTOTUNE), x)
 
 
 def mixer(mix: Mixing, seed: int) -> Callable[[tuple, tf.Tensor], tuple]:
@@ -134,15 +141,16 @@ def eval_batches(x: np.ndarray, y: np.ndarray | None, batch_size: int) -> tf.dat
         .map(fn, num_parallel_calls=AUTOTUNE, deterministic=True)
         .prefetch(AUTOTUNE)
     )
-    return _threads(ordered, x)
+    return _with_options(ordered, x)
 
 
-def _threads(ds: tf.data.Dataset, x: np.ndarray | FolderImages) -> tf.data.Dataset:
-    """`ds` on a private pool of STREAM_THREADS threads when `x` is streamed, else as it is."""
-    if not is_streamed(x):
-        return ds
+def _with_options(ds: tf.data.Dataset, x: np.ndarray | FolderImages) -> tf.data.Dataset:
+    """`ds` without autotuning (AUTOTUNE_MODEL), and on a private pool of STREAM_THREADS
+    threads when `x` is streamed."""
     options = tf.data.Options()
-    options.threading.private_threadpool_size = STREAM_THREADS
+    options.autotune.enabled = AUTOTUNE_MODEL
+    if is_streamed(x):
+        options.threading.private_threadpool_size = STREAM_THREADS
     return ds.with_options(options)
 
 
