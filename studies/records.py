@@ -236,10 +236,15 @@ def _accuracy(row: dict) -> str:
 
 
 def _recipe_ablation(row: dict) -> str:
-    """Each run's test top-1, its change from the preset and its speed relative to it."""
+    """Each run's test top-1, its change from the preset and its speed relative to it (null:
+    not measured, e.g. a run that shared the machine)."""
+
+    def speed(r: dict) -> str:
+        ratio = r["speed_vs_preset"]
+        return "img/s not measured" if ratio is None else f"{ratio:.2f}x img/s"
+
     return "; ".join(
-        f"{r['label']} {_pct(r['test_top1'])} ({r['change_points']:+.2f}), "
-        f"{r['speed_vs_preset']:.2f}x img/s"
+        f"{r['label']} {_pct(r['test_top1'])} ({r['change_points']:+.2f}), {speed(r)}"
         for r in row["rows"]
     )
 
