@@ -31,6 +31,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from toolkit.atomic import check_writable, write_text  # noqa: E402
 from toolkit.bench.machine import cpu_flags, cpu_model  # noqa: E402
 from toolkit.data import eval_dataset, train_dataset  # noqa: E402
 from toolkit.models import build_model, get_preset  # noqa: E402
@@ -134,8 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--json", type=Path, help="write a records/epoch_stall.jsonl row")
     args = parser.parse_args(argv)
+    if args.json:  # before minutes of training
+        check_writable(args.json, "--json")
     rows = []
     for mode, autotune in MODES.items():
+        print(f"{mode}: training {args.epochs} epochs of {args.images} images", flush=True)
         epochs = run_mode(args.model, args.preset, args.images, args.epochs, autotune)
         rows.append({"mode": mode, "autotune": autotune, "epochs": epochs})
         print(summary(rows[-1:]), flush=True)
@@ -144,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
             "id": f"epoch-stall-{args.model}-{args.preset}",
             "what": f"{args.model} {args.preset}: {args.epochs} epochs of {args.images} random "
             "images, `toolkit train --jit`'s pipeline and step, autotune on then off",
-            "command": "python -m studies.epoch_stall " + shlex.join(sys.argv[1:]),
+            "command": "python -m studies.epoch_stall "
+            + shlex.join(sys.argv[1:] if argv is None else argv),
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             **commit(),
             "machine": {"cpu": cpu_model(), "flags": cpu_flags(), "cores": os.cpu_count()},
@@ -155,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
             "images": args.images,
             "modes": rows,
         }
-        args.json.write_text(json.dumps(record) + "\n")
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        write_text(args.json, json.dumps(record) + "\n")
     return 0
 
 
