@@ -188,16 +188,24 @@ def test_config_without_the_new_fields_still_loads():
 
 
 @pytest.mark.slow
-def test_tiny_training_with_label_smoothing_and_ema(tmp_path, capsys):
-    """CLI run with the pieces on: recorded in config.json, kept by --resume, model loads."""
+def test_tiny_training_with_label_smoothing_ema_and_an_arch_override(tmp_path, capsys):
+    """CLI run with the pieces on and stochastic depth + depths over the preset's: recorded in
+    config.json, kept by --resume, the saved model has the overridden blocks and loads."""
     out = tmp_path / "run"
     argv = ["train", "--model", "shiftvit", "--data", "shapes:600", "--epochs", "1"]
-    assert main([*argv, "--out", str(out), "--recipe", "label_smoothing=0.1,ema=0.9"]) == 0
+    pieces = ["--recipe", "label_smoothing=0.1,ema=0.9", "--arch", "drop_path=0.2,depths=1:2"]
+    assert main([*argv, "--out", str(out), *pieces]) == 0
     config = json.loads((out / "config.json").read_text())
-    recipe = preset_from_dict(config["preset"]).train
-    assert (recipe.label_smoothing, recipe.ema) == (0.1, 0.9)
+    preset = preset_from_dict(config["preset"])
+    assert (preset.train.label_smoothing, preset.train.ema) == (0.1, 0.9)
+    assert (preset.arch.drop_path, preset.arch.depths) == (0.2, (1, 2))
     assert config["options"]["recipe"] == "label_smoothing=0.1,ema=0.9"
+    assert config["options"]["arch"] == "drop_path=0.2,depths=1:2"
     model = keras.saving.load_model(out / "model.keras", safe_mode=True)
+    blocks = {layer.name.rsplit("_shift", 1)[0] for layer in model.layers if "_shift" in layer.name}
+    assert blocks == {"stage0_block0", "stage1_block0", "stage1_block1"}
+    rates = [layer.rate for layer in model.layers if "drop_path" in layer.name]
+    assert rates == pytest.approx([0.1, 0.2])  # rising linearly over the blocks, the first 0
     # validation scored the averages, and the saved weights are the final averages: the saved
     # model's top-1 on the validation split is the last epoch's val_accuracy
     data = load_data("shapes:600", seed=0)
@@ -209,6 +217,8 @@ def test_tiny_training_with_label_smoothing_and_ema(tmp_path, capsys):
     capsys.readouterr()
     code = main(["train", "--out", str(out), "--resume", "--recipe", "ema=0.5"])
     assert code != 0 and "--resume keeps the run's --recipe" in capsys.readouterr().err
+    code = main(["train", "--out", str(out), "--resume", "--arch", "drop_path=0.1"])
+    assert code != 0 and "--resume keeps the run's --arch" in capsys.readouterr().err
 
 
 def _images(n: int = 6) -> np.ndarray:

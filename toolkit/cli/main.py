@@ -57,6 +57,13 @@ def _add_train(p: argparse.ArgumentParser) -> None:
         "switch those pieces on; 0 or none switches one off (the keys: docs/presets.md, "
         "'Recipe pieces'; with --resume: the run's)",
     )
+    p.add_argument(
+        "--arch",
+        metavar="KEY=VALUE[,KEY=VALUE...]",
+        help="set architecture fields over the preset's, e.g. drop_path=0.2 (stochastic depth), "
+        "dropout=0, depths=2:2:6:2 (the keys: docs/presets.md, 'Architecture fields'; with "
+        "--resume: the run's)",
+    )
     p.add_argument("--author", help="who made the model: the exported .tflite metadata's author")
     p.add_argument("--license", help="its terms of use: the exported .tflite metadata's license")
     p.add_argument(

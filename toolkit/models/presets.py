@@ -70,11 +70,15 @@ class ViTArch:
     epsilon: float = 1e-6
     spt: bool = True
     lsa: bool = True
-    head: str = field(default="flatten", metadata=ADDED_FIELD)  # or "class_token"
+    head: str = field(
+        default="flatten", metadata={**ADDED_FIELD, "choices": ("flatten", "class_token")}
+    )
     drop_path: float = field(default=0.0, metadata=ADDED_FIELD)
     mlp_activate_last: bool = field(default=True, metadata=ADDED_FIELD)
     qkv_bias: bool = field(default=True, metadata=ADDED_FIELD)
-    lsa_temperature: str = field(default="shared", metadata=ADDED_FIELD)  # or "per_head"
+    lsa_temperature: str = field(
+        default="shared", metadata={**ADDED_FIELD, "choices": ("shared", "per_head")}
+    )
 
 
 @dataclass(frozen=True)
@@ -457,6 +461,11 @@ PRESETS: dict[str, dict[str, tuple[ShiftViTArch | ViTArch, TrainRecipe]]] = {
 }
 
 
+# the model's architecture class; its fields `--arch` may not set: `--model` chooses these
+ARCH_CLASSES: dict[str, type] = {"shiftvit": ShiftViTArch, "vit-lsa": ViTArch, "vit": ViTArch}
+_MODEL_FIELDS = {"spt", "lsa"}
+
+
 def get_preset(model: str, name: str) -> Preset:
     """The preset `name` of `model`; UsageError naming the valid choices otherwise."""
     if model not in PRESETS:
@@ -471,7 +480,7 @@ def get_preset(model: str, name: str) -> Preset:
 
 def preset_from_dict(data: dict) -> Preset:
     """Rebuild a Preset written by `Preset.to_dict` (the run folder's config.json)."""
-    arch_cls = ShiftViTArch if data["model"] == "shiftvit" else ViTArch
+    arch_cls = ARCH_CLASSES[data["model"]]
     arch = arch_cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data["arch"].items()})
     train = dict(data["train"])
     train["augmentation"] = Augmentation.from_dict(train["augmentation"])
@@ -491,16 +500,18 @@ def recipe_keys() -> list[str]:
     return [f.name for f in fields(TrainRecipe) if f.name not in {"augmentation", *_OWN_FLAGS}]
 
 
-def _convert(key: str, text: str, kind: object) -> object:
-    """`text` as the type `kind` of TrainRecipe field `key` (None, int, float or bool)."""
+def _convert(text: str, kind: object, choices: tuple[str, ...] | None = None) -> object:
+    """`text` as a value of the field type `kind` (None, int, float, bool, str or a tuple of
+    them: N:M, or N:N:... for a variable-length tuple); ValueError when it is not one."""
     args = typing.get_args(kind)
     if type(None) in args:  # X | None: "none", "off" or 0 is None (the piece off)
         if text.lower() in ("none", "off", "0", "0.0"):
             return None
         kind = next(a for a in args if a is not type(None))
-    if typing.get_origin(kind) is tuple:  # N:M
-        parts = text.split(":")
-        types = typing.get_args(kind)
+    if typing.get_origin(kind) is tuple:  # N:M, or N:N:... for tuple[int, ...]
+        parts, types = text.split(":"), typing.get_args(kind)
+        if len(types) == 2 and types[1] is Ellipsis:
+            types = (types[0],) * len(parts)
         if len(parts) != len(types):
             raise ValueError(text)
         return tuple(t(part) for t, part in zip(types, parts, strict=True))
@@ -508,6 +519,8 @@ def _convert(key: str, text: str, kind: object) -> object:
         if text.lower() not in ("true", "false", "1", "0", "on", "off"):
             raise ValueError(text)
         return text.lower() in ("true", "1", "on")
+    if kind is str and choices and text in choices:
+        return text
     if kind is int:
         return int(text)
     if kind is float:
@@ -515,28 +528,71 @@ def _convert(key: str, text: str, kind: object) -> object:
     raise ValueError(text)
 
 
-def parse_recipe(text: str | None) -> dict[str, object]:
-    """`KEY=VALUE[,KEY=VALUE...]` (`toolkit train --recipe`) as TrainRecipe field values."""
+def _parse_fields(text: str | None, cls: type, keys: list[str], flag: str) -> dict[str, object]:
+    """`KEY=VALUE[,KEY=VALUE...]` as values of the dataclass `cls`'s fields `keys`."""
     if not text:
         return {}
-    hints = typing.get_type_hints(TrainRecipe)
-    keys = recipe_keys()
+    hints, meta = typing.get_type_hints(cls), {f.name: f.metadata for f in fields(cls)}
     values: dict[str, object] = {}
     for item in text.split(","):
         key, sep, value = (part.strip() for part in item.partition("="))
         if key in _OWN_FLAGS:
-            raise UsageError(f"--recipe {key}: pass {_OWN_FLAGS[key]} instead")
+            raise UsageError(f"{flag} {key}: pass {_OWN_FLAGS[key]} instead")
         if not sep or key not in keys:
-            raise UsageError(
-                f"--recipe takes KEY=VALUE[,KEY=VALUE...], KEY one of {', '.join(keys)}"
-            )
+            raise UsageError(f"{flag} takes KEY=VALUE[,KEY=VALUE...], KEY one of {', '.join(keys)}")
+        choices = meta[key].get("choices")
         try:
-            values[key] = _convert(key, value, hints[key])
+            values[key] = _convert(value, hints[key], choices)
         except ValueError:
+            kind = " or ".join(choices) if choices else f"a {hints[key]}"
             raise UsageError(
-                f"--recipe {key}={value}: not a {hints[key]} (KEY one of {', '.join(keys)})"
+                f"{flag} {key}={value}: not {kind} (KEY one of {', '.join(keys)})"
             ) from None
     return values
+
+
+def parse_recipe(text: str | None) -> dict[str, object]:
+    """`KEY=VALUE[,KEY=VALUE...]` (`toolkit train --recipe`) as TrainRecipe field values."""
+    return _parse_fields(text, TrainRecipe, recipe_keys(), "--recipe")
+
+
+def arch_keys(model: str) -> list[str]:
+    """The architecture fields `toolkit train --model MODEL --arch KEY=VALUE` sets."""
+    return [f.name for f in fields(ARCH_CLASSES[model]) if f.name not in _MODEL_FIELDS]
+
+
+def parse_arch(model: str, text: str | None) -> dict[str, object]:
+    """`KEY=VALUE[,KEY=VALUE...]` (`toolkit train --arch`) as `model`'s architecture fields:
+    stochastic depth, dropout, width, depth, ... over the preset's."""
+    return _parse_fields(text, ARCH_CLASSES[model], arch_keys(model), "--arch")
+
+
+def check_arch(arch: ShiftViTArch | ViTArch) -> None:
+    """UsageError naming the way out when an architecture field cannot build a model: rates
+    from 0 to below 1, sizes and counts 1 or more, other numbers above 0."""
+    for f in fields(arch):
+        value = getattr(arch, f.name)
+        if isinstance(value, bool) or isinstance(value, str):
+            continue
+        if f.name == "drop_path" or f.name.endswith("dropout"):
+            if not 0.0 <= value < 1.0:
+                raise UsageError(
+                    f"{f.name} {value} is a rate: pass --arch {f.name}=0.1, say (0 to below 1)"
+                )
+        elif isinstance(value, tuple) and not all(v >= 1 for v in value):
+            raise UsageError(
+                f"{f.name} {':'.join(map(str, value))} needs counts of 1 or more: pass --arch "
+                f"{f.name}={':'.join(['2'] * len(value))}, say"
+            )
+        elif isinstance(value, int) and value < 1:
+            raise UsageError(f"{f.name} {value} must be 1 or more: pass --arch {f.name}=2, say")
+        elif isinstance(value, float) and value <= 0:
+            raise UsageError(f"{f.name} {value} must be above 0: pass --arch {f.name}=2, say")
+    if getattr(arch, "num_div", 4) < 4:  # four groups of C // num_div channels shift
+        raise UsageError(
+            f"num_div {arch.num_div}: 4 groups of channels / num_div shift, so it must be 4 or "
+            "more: pass --arch num_div=12, say"
+        )
 
 
 def check_recipe(recipe: TrainRecipe) -> None:

@@ -23,7 +23,7 @@ from toolkit.ops import (
     ShiftedPatchTokenization,
 )
 
-HEADS = ("flatten", "class_token")  # ViTArch.head
+HEADS = ViTArch.__dataclass_fields__["head"].metadata["choices"]  # ViTArch.head
 
 
 def _residual(x, y, arch: ViTArch, name: str, branch: int):

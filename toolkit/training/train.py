@@ -48,7 +48,13 @@ from toolkit.models import (
     get_preset,
     preset_from_dict,
 )
-from toolkit.models.presets import TrainRecipe, check_recipe, parse_recipe
+from toolkit.models.presets import (
+    TrainRecipe,
+    check_arch,
+    check_recipe,
+    parse_arch,
+    parse_recipe,
+)
 from toolkit.runfolder import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -93,6 +99,7 @@ class TrainOptions:
     author: str | None = None  # the exported files' metadata: who made the model
     license: str | None = None  # and under which terms it may be used
     recipe: str | None = None  # KEY=VALUE[,KEY=VALUE...]: TrainRecipe fields set over the preset's
+    arch: str | None = None  # KEY=VALUE[,KEY=VALUE...]: architecture fields over the preset's
 
 
 SEEDS = range(2**32)  # what numpy's and Keras' random generators take
@@ -133,8 +140,11 @@ def _validate(options: TrainOptions) -> Preset:
         )
     train = replace(preset.train, **parse_recipe(options.recipe))
     check_recipe(train)
+    arch = replace(preset.arch, **parse_arch(options.model, options.arch))
+    check_arch(arch)
     return replace(
         preset,
+        arch=arch,
         train=replace(
             train,
             epochs=options.epochs or train.epochs,
