@@ -37,7 +37,10 @@ def fingerprint(preset: Preset) -> str:
     Fields added later (presets.ADDED_FIELD) count only away from their defaults."""
     arch = asdict(preset.arch)
     for f in fields(preset.arch):
-        if f.metadata == ADDED_FIELD and arch[f.name] == f.default:
+        if (
+            f.metadata.get("fingerprint") == ADDED_FIELD["fingerprint"]
+            and arch[f.name] == f.default
+        ):
             del arch[f.name]
     text = json.dumps({"model": preset.model, **arch}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
