@@ -461,8 +461,9 @@ PRESETS: dict[str, dict[str, tuple[ShiftViTArch | ViTArch, TrainRecipe]]] = {
 }
 
 
-# the model's architecture class; its fields `--arch` may not set: `--model` chooses these
+# each model's architecture class (config.json's `preset.arch` is rebuilt as one)
 ARCH_CLASSES: dict[str, type] = {"shiftvit": ShiftViTArch, "vit-lsa": ViTArch, "vit": ViTArch}
+# architecture fields `--arch` may not set: `--model` chooses them (vit-lsa or vit)
 _MODEL_FIELDS = {"spt", "lsa"}
 
 
@@ -572,7 +573,7 @@ def check_arch(arch: ShiftViTArch | ViTArch) -> None:
     from 0 to below 1, sizes and counts 1 or more, other numbers above 0."""
     for f in fields(arch):
         value = getattr(arch, f.name)
-        if isinstance(value, bool) or isinstance(value, str):
+        if isinstance(value, (bool, str)):
             continue
         if f.name == "drop_path" or f.name.endswith("dropout"):
             if not 0.0 <= value < 1.0:

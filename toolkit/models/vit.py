@@ -7,6 +7,8 @@ give the paper's own code's (ViTArch).
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import keras
 import numpy as np
 from keras import layers
@@ -23,7 +25,7 @@ from toolkit.ops import (
     ShiftedPatchTokenization,
 )
 
-HEADS = ViTArch.__dataclass_fields__["head"].metadata["choices"]  # ViTArch.head
+HEADS = next(f for f in fields(ViTArch) if f.name == "head").metadata["choices"]
 
 
 def _residual(x, y, arch: ViTArch, name: str, branch: int):
