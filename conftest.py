@@ -23,7 +23,7 @@ if backend_installed(os.environ["KERAS_BACKEND"]):
 # fixture, is `slow`. Modules whose every test trains or times set `pytestmark` instead.
 TRAINING_FIXTURES = {
     *("exported", "run_folder", "artifacts", "resumed", "runs", "run_dir"),
-    *("jax_runs", "tiny_run", "vit_run"),
+    *("jax_runs", "tiny_run", "vit_run", "tiny_runs"),
 }
 
 

@@ -15,6 +15,7 @@ import keras
 import numpy as np
 import pytest
 from blockers import blocker_code
+from tiny_runs import DATA, copy_tiny_run
 
 from toolkit.bench import interleaved, roofline, suite
 from toolkit.bench.machine import last_level_cache_bytes
@@ -33,9 +34,7 @@ from toolkit.runfolder import (
 from toolkit.runtimes import RUNTIMES, open_artifact
 from toolkit.runtimes.timing import Protocol, summarize, time_calls
 from toolkit.runtimes.worker import measure, run_worker, worker_command, worker_env
-from toolkit.training.train import TrainOptions, train
 
-DATA = "shapes:300"
 FORMATS = "onnx,tflite,tflite-int8"
 SHORT = ["--runs", "3", "--warmup", "1"]
 
@@ -44,10 +43,10 @@ CUDA_HERE = RUNTIMES["ort-cuda"].unavailable() is None
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    """A tiny shiftvit run (1 epoch on synthetic shapes) exported to onnx, tflite, tflite-int8."""
-    root = tmp_path_factory.mktemp("bench")
-    run = train(TrainOptions("shiftvit", "tiny", DATA, epochs=1), out=root / "run")
+def run_dir(tiny_runs, tmp_path_factory) -> Path:
+    """The shared tiny shiftvit run (1 epoch on synthetic shapes) copied and exported to onnx,
+    tflite, tflite-int8."""
+    run = copy_tiny_run(tiny_runs.trained("shiftvit"), tmp_path_factory.mktemp("bench") / "run")
     export_run(run, FORMATS, calib_samples=32)
     return run
 
@@ -60,12 +59,6 @@ def roofline_in_tmp(mp: pytest.MonkeyPatch, tmp_path_factory) -> None:
 @pytest.fixture(autouse=True)
 def roofline_cache(tmp_path_factory, monkeypatch):
     roofline_in_tmp(monkeypatch, tmp_path_factory)
-
-
-def copy_run(run_dir: Path, dest: Path) -> Path:
-    """A copy of the run folder without any earlier bench outputs."""
-    shutil.copytree(run_dir, dest, ignore=shutil.ignore_patterns("bench*"))
-    return dest
 
 
 # -- the protocol and its stats --
@@ -372,7 +365,7 @@ def test_roofline_reads_the_models_bytes_per_runtime_and_precision_that_ran(tmp_
 @pytest.fixture(scope="module")
 def benched(run_dir, tmp_path_factory) -> tuple[int, Path, dict]:
     """`toolkit bench` on a copy of the run, every runtime, batches 1 and 2, three runs each."""
-    run = copy_run(run_dir, tmp_path_factory.mktemp("benched") / "run")
+    run = copy_tiny_run(run_dir, tmp_path_factory.mktemp("benched") / "run")
     mp = pytest.MonkeyPatch()
     roofline_in_tmp(mp, tmp_path_factory)
     try:
@@ -449,7 +442,7 @@ def test_bench_roofline_peaks_memory_and_fastest(benched):
 
 
 def test_failed_artifact_keeps_the_table_and_accuracy_is_cached(run_dir, tmp_path, capsys):
-    run = copy_run(run_dir, tmp_path / "run")
+    run = copy_tiny_run(run_dir, tmp_path / "run")
     (run / "export" / "model_fp32.tflite").write_bytes(b"not a flatbuffer" * 8)
     onnx = run / "export" / "model.onnx"
     (run / BENCH_TOP1_FILE).write_text(json.dumps({f"run data:{sha256(onnx)}": {"top1": 0.125}}))
@@ -480,7 +473,7 @@ def _flip(path: Path, count: int = 2000) -> None:
 def test_a_file_changed_after_export_is_refused_before_any_timing(run_dir, tmp_path, capsys, mode):
     """2,000 bytes of a .tflite flipped after export were benched `ok` though its sha256 was
     no longer model.json's: now refused in one line naming the ways out, nothing written."""
-    run = copy_run(run_dir, tmp_path / "run")
+    run = copy_tiny_run(run_dir, tmp_path / "run")
     _flip(run / "export" / "model_fp32.tflite")
     argv = ["bench", str(run), "--runtime", "litert", "--format", "tflite", *mode]
     assert main(argv) == 2
@@ -517,7 +510,7 @@ def test_a_truncated_onnx_is_refused_before_any_timing(run_dir, tmp_path, capsys
 
 
 def _no_export(run_dir: Path, tmp: Path) -> Path:
-    run = copy_run(run_dir, tmp / "no_export")
+    run = copy_tiny_run(run_dir, tmp / "no_export")
     shutil.rmtree(run / "export")
     return run
 
@@ -549,7 +542,7 @@ BAD = {  # case -> (extra argv, words the message holds)
 
 @pytest.mark.parametrize("case", BAD)
 def test_bad_arguments_exit_2(run_dir, tmp_path, capsys, case):
-    run = copy_run(run_dir, tmp_path / "run")
+    run = copy_tiny_run(run_dir, tmp_path / "run")
     extra, words = BAD[case]
     assert main(["bench", str(run), *extra]) == 2
     err = capsys.readouterr().err.strip()
@@ -606,7 +599,7 @@ def test_demo_bench_step(run_dir, tmp_path, capsys):
     from toolkit import bench_run
     from toolkit.cli.demo import BENCH_OPTIONS
 
-    run = copy_run(run_dir, tmp_path / "run")
+    run = copy_tiny_run(run_dir, tmp_path / "run")
     benched = bench_run(run, **BENCH_OPTIONS)
     result, paths = benched.result, benched.files
     assert capsys.readouterr().out == ""  # quiet by default
@@ -621,7 +614,7 @@ def test_demo_bench_step(run_dir, tmp_path, capsys):
 
 def test_missing_data_leaves_top1_blank(run_dir, tmp_path):
     """The run's data gone (e.g. the shared npz): latency rows still ok, top-1 blank, why said."""
-    run = copy_run(run_dir, tmp_path / "run")
+    run = copy_tiny_run(run_dir, tmp_path / "run")
     config = json.loads((run / "config.json").read_text())
     config["options"]["data"] = f"npz:{tmp_path}/gone.npz"
     (run / "config.json").write_text(json.dumps(config))
@@ -653,7 +646,7 @@ def test_data_given_is_read_once(run_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(
         toolkit.rundata, "run_dataset", lambda *a, **k: calls.append(a) or real(*a, **k)
     )
-    run = copy_run(run_dir, tmp_path / "run")
+    run = copy_tiny_run(run_dir, tmp_path / "run")
     argv = ["bench", str(run), "--runtime", "ort-cpu", "--format", "onnx", "--data", DATA]
     assert main([*argv, *SHORT]) == 0
     result = json.loads((run / "bench.json").read_text())
@@ -674,7 +667,7 @@ def test_median_ratio_pairs_segments():
 def test_interleaved_times_every_cpu_file_and_its_ratios(run_dir, tmp_path, capsys):
     """`toolkit bench RUN --interleaved`: every litert/ort-cpu file in the same segments, its
     ratio to its runtime's fp32 file; bench_interleaved.json and .md in RUN, no bench.json."""
-    run = copy_run(run_dir, tmp_path / "run")
+    run = copy_tiny_run(run_dir, tmp_path / "run")
     argv = ["bench", str(run), "--interleaved", "--segments", "2", "--calls", "3"]
     assert main([*argv, "--warmup", "1", "--threads", "1"]) == 0
     median_ratio, fp32 = interleaved.median_ratio, interleaved.FP32
@@ -702,7 +695,7 @@ def test_interleaved_times_every_cpu_file_and_its_ratios(run_dir, tmp_path, caps
 def test_interleaved_keeps_the_table_when_a_file_will_not_open(run_dir, tmp_path):
     """A corrupt file is a failed row with its reason; the others are timed, and a ratio to a
     fp32 file that did not run is blank."""
-    run = copy_run(run_dir, tmp_path / "run")
+    run = copy_tiny_run(run_dir, tmp_path / "run")
     (run / "export" / "model_fp32.tflite").write_bytes(b"not a flatbuffer" * 8)
     argv = ["bench", str(run), "--interleaved", "--format", "tflite,tflite-int8,onnx"]
     argv += ["--allow-modified"]  # model.json records the exported file's sha256
@@ -798,7 +791,7 @@ def test_export_folder_benches_without_tensorflow_keras_or_jax(run_dir, tmp_path
     report = json.loads((device / BENCH_INTERLEAVED_FILES[0]).read_text())
     assert {r["format"] for r in report["rows"] if r["status"] == "ok"} == set(FORMATS.split(","))
 
-    run = copy_run(run_dir, tmp_path / "run")
+    run = copy_tiny_run(run_dir, tmp_path / "run")
     for argv, words in (
         ([str(run)], "needs Keras: pip install 'toolkit[tensorflow]', or bench its export "),
         ([str(device), "--data", DATA], "--data needs the run folder"),
@@ -813,7 +806,7 @@ def test_export_folder_benches_without_tensorflow_keras_or_jax(run_dir, tmp_path
 
 def test_run_export_folder_is_an_export_folder(run_dir, tmp_path):
     """RUN/export given: its files alone, results in it, no Keras row even where Keras is."""
-    run = copy_run(run_dir, tmp_path / "run")
+    run = copy_tiny_run(run_dir, tmp_path / "run")
     argv = ["bench", str(run / "export"), "--runtime", "keras,ort-cpu", "--format", "onnx"]
     assert main([*argv, *SHORT]) == 0
     result = json.loads((run / "export" / "bench.json").read_text())

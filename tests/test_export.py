@@ -23,6 +23,8 @@ import tensorflow as tf
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
 from onnx import numpy_helper
+from tiny_runs import CALIB_SAMPLES as TINY_CALIB
+from tiny_runs import DATA as TINY_DATA
 
 from toolkit.accuracy import tied_top1
 from toolkit.data import load_data
@@ -61,7 +63,6 @@ from toolkit.predict import softmax as probabilities_of
 from toolkit.runfolder import MANIFEST_FILE, open_run
 from toolkit.runtimes import open_artifact
 from toolkit.scratch import scratch_dir
-from toolkit.training.train import TrainOptions, train
 from toolkit.verify import OP_CASES
 from toolkit.verify.metrics import compare
 from toolkit.verify.ops.artifacts import OpExport
@@ -72,8 +73,6 @@ from toolkit.versions import versions
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10_train_sample.npz"
 MODELS = ("shiftvit", "vit-lsa")
-DATA = "shapes:300"
-CALIB_SAMPLES = 64
 # the .tflite app files end in a softmax (issue 36): their output is `probabilities`, not the
 # `logits` it was; the ONNX files keep logits
 SIGNATURES = {"serving_default": {"inputs": ["image"], "outputs": ["probabilities"]}}
@@ -156,18 +155,18 @@ def _files(*roots: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module", params=MODELS)
-def exported(request, tmp_path_factory):
-    """A trained tiny run (1 epoch on synthetic shapes) exported to `all` into RUN/export."""
-    root = tmp_path_factory.mktemp(request.param)
-    run_dir = train(TrainOptions(request.param, "tiny", DATA, epochs=1), out=root / "run")
-    manifest = export_run(run_dir, "all", calib_samples=CALIB_SAMPLES).manifest
+def exported(request, tiny_runs):
+    """The shared tiny run (1 epoch on synthetic shapes) exported to `all` into RUN/export:
+    read-only here (a test that writes copies it)."""
+    run_dir = tiny_runs.exported(request.param)
+    manifest = json.loads((run_dir / EXPORT_DIR / MANIFEST_FILE).read_text())
     run = open_run(run_dir)
     return {
         "run": run_dir,
         "out": run_dir / EXPORT_DIR,
         "manifest": manifest,
         "model": run.load_model(),
-        "test_images": load_data(DATA, seed=0).x_test.astype(np.float32),
+        "test_images": load_data(TINY_DATA, seed=0).x_test.astype(np.float32),
     }
 
 
@@ -658,7 +657,7 @@ def test_manifest_describes_every_artifact(exported):
         else:
             assert gpu["reason"].startswith("LiteRT's GPU accelerator did not start: "), gpu
     assert manifest["artifacts"]["onnx"]["options"] == {"opset": DEFAULT_OPSET}
-    calib = {"calib_data": DATA, "calib_samples": CALIB_SAMPLES}
+    calib = {"calib_data": TINY_DATA, "calib_samples": TINY_CALIB}
     assert manifest["artifacts"]["tflite-int8"]["options"] == calib
     assert manifest["artifacts"]["onnx-int8"]["options"] == {"opset": DEFAULT_OPSET, **calib}
 

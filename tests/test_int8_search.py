@@ -12,6 +12,7 @@ import onnx
 import pytest
 from ai_edge_litert.interpreter import Interpreter
 from onnx import numpy_helper
+from tiny_runs import copy_tiny_run
 
 import toolkit.export.int8_search as int8_search
 from toolkit.errors import UsageError
@@ -30,9 +31,7 @@ from toolkit.manifest import sha256
 from toolkit.runfolder import MANIFEST_FILE, open_run
 from toolkit.runtimes import open_artifact
 from toolkit.runtimes.timing import Protocol
-from toolkit.training.train import TrainOptions, train
 
-DATA = "shapes:300"
 CALIB_SAMPLES = 32
 QUICK = Protocol(warmup=1, runs=5, seconds=None)  # latency is recorded, never asserted on
 
@@ -45,16 +44,16 @@ def quick_latency(monkeypatch):
 
 
 @pytest.fixture(scope="module", params=("shiftvit", "vit-lsa"))
-def tiny_run(request, tmp_path_factory) -> Path:
-    """A tiny run trained 1 epoch on synthetic shapes."""
+def tiny_run(request, tiny_runs, tmp_path_factory) -> Path:
+    """A copy of the shared tiny run trained 1 epoch on synthetic shapes (nothing exported)."""
     root = tmp_path_factory.mktemp(f"search-{request.param}")
-    return train(TrainOptions(request.param, "tiny", DATA, epochs=1), out=root / "run")
+    return copy_tiny_run(tiny_runs.trained(request.param), root / "run")
 
 
 @pytest.fixture(scope="module")
-def vit_run(tmp_path_factory) -> Path:
+def vit_run(tiny_runs, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("search-vit")
-    return train(TrainOptions("vit-lsa", "tiny", DATA, epochs=1), out=root / "run")
+    return copy_tiny_run(tiny_runs.trained("vit-lsa"), root / "run")
 
 
 def _ops_by_type(flatbuffer: bytes) -> dict[str, set[str]]:

@@ -12,15 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny_runs import copy_tiny_run
 from wrong_ops import CropPadShift, UnmaskedLSA
 
 import toolkit.verify.ops.level as oplevel
 from toolkit.argtypes import OneLineParser
 from toolkit.cli.main import main
-from toolkit.export import export_run
 from toolkit.runfolder import VERIFY_FILE
 from toolkit.runtimes import VERIFIED_RUNTIMES as RUNTIMES  # what verify checks
-from toolkit.training.train import TrainOptions, train
 from toolkit.verify import OP_CASES, Tolerances, verify_ops
 from toolkit.verify.cells import FAIL, NOT_APPLICABLE, PASS, UNAVAILABLE
 from toolkit.verify.command import add_arguments
@@ -28,8 +27,6 @@ from toolkit.verify.metrics import compare
 from toolkit.verify.ops.artifacts import PRECISIONS
 
 MODELS = ("shiftvit", "vit-lsa")
-DATA = "shapes:300"
-CALIB_SAMPLES = 64
 CPU_RUNTIMES = ["keras", "litert", "ort-cpu"]
 SHIFT_SHAPE = {"shift": [{"h": 5, "w": 7, "c": 26, "num_div": 12, "shift_pixel": 1}]}
 STATUSES = {PASS, FAIL, UNAVAILABLE, NOT_APPLICABLE, "error"}
@@ -48,15 +45,11 @@ def verify_main(argv: list[str]) -> int:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
-    """Tiny runs (1 epoch on synthetic shapes), exported with `--format all`."""
+def runs(tiny_runs, tmp_path_factory) -> dict[str, Path]:
+    """Copies of the shared tiny runs (1 epoch on synthetic shapes, exported with `--format
+    all`), which verify writes its report into."""
     root = tmp_path_factory.mktemp("verify")
-    out = {}
-    for model in MODELS:
-        run_dir = train(TrainOptions(model, "tiny", DATA, epochs=1), out=root / model)
-        export_run(run_dir, "all", calib_samples=CALIB_SAMPLES)
-        out[model] = run_dir
-    return out
+    return {m: copy_tiny_run(tiny_runs.exported(m), root / m) for m in MODELS}
 
 
 @pytest.fixture(scope="module")
