@@ -569,6 +569,9 @@ def test_an_out_that_is_not_a_bundle_is_refused_and_left_alone(tmp_path, web_par
     (tmp_path / "file").write_text("x")
     assert ship(run, "--out", tmp_path / "file") == 2
     assert "--out" in one_line_error(capsys) and web_parts.calls == []
+    assert ship(run, "--out", tmp_path / "file" / "bundle") == 2
+    assert f"{tmp_path / 'file'} is a file, not a folder" in one_line_error(capsys)
+    assert web_parts.calls == []
 
 
 def test_an_earlier_bundle_or_an_empty_folder_is_replaced(tmp_path, web_parts):

@@ -50,6 +50,14 @@ def check_writable(target: str | Path, flag: str = "", hint: str = "pass another
     name = f"{flag} {target}" if flag else str(target)
     if target.is_dir():
         raise UsageError(f"cannot write {name}: it is a folder; remove or rename it, or {hint}")
+    check_writable_folder_above(target, name, hint)
+    return target
+
+
+def check_writable_folder_above(target: Path, name: str, hint: str) -> Path:
+    """The nearest existing folder above `target` (where it, or its missing parents, would be
+    made); UsageError (one line naming `name`, ending in `hint`) unless it is a folder in which
+    a temp file can be created. Nothing is left."""
     folder = target.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
@@ -64,7 +72,7 @@ def check_writable(target: str | Path, flag: str = "", hint: str = "pass another
         ) from exc
     os.close(fd)
     os.unlink(probe)
-    return target
+    return folder
 
 
 def remove_stale_temps(target: str | Path, suffix: str | None = None) -> list[Path]:

@@ -71,19 +71,7 @@ def check_out(out: Path) -> None:
             f"--out {out} is a folder with files that are not a bundle of `toolkit ship`: "
             f"{way}, or empty it (ship replaces only its own bundles)"
         )
-    parent = out.resolve().parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise UsageError(f"--out {out}: {parent} is a file, not a folder; {way}")
-    try:
-        probe = tempfile.mkdtemp(prefix=".toolkit-write-check.", dir=parent)
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise UsageError(
-            f"cannot write --out {out}: {parent} is not writable ({reason}); {way}"
-        ) from exc
-    os.rmdir(probe)
+    atomic.check_writable_folder_above(out.resolve(), f"--out {out}", way)
 
 
 def bundle_manifest(m: Measurements, picks: dict[str, Pick], max_drop: float) -> dict:
