@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -31,6 +30,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from studies.provenance import commit_fields  # noqa: E402
 from toolkit.atomic import check_writable, write_text  # noqa: E402
 from toolkit.bench.machine import cpu_flags, cpu_model  # noqa: E402
 from toolkit.data import eval_dataset, train_dataset  # noqa: E402
@@ -38,7 +38,6 @@ from toolkit.models import build_model, get_preset  # noqa: E402
 from toolkit.training.train import compile_model  # noqa: E402
 from toolkit.versions import versions  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 MODES = {"autotune on (TensorFlow's default)": True, "autotune off (toolkit)": False}
 VAL_IMAGES = 2000
 
@@ -106,27 +105,6 @@ def summary(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def commit() -> dict:
-    """The row's commit (short hash; null outside a git checkout) and a note when the working
-    tree has uncommitted changes."""
-
-    def git(*args: str) -> str:
-        try:
-            out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
-        except OSError:
-            return ""
-        return out.stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD") or None
-    if head is None:
-        return {"commit": None, "commit_note": "not run from a git checkout"}
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return {
-        "commit": head,
-        **({"commit_note": f"{head} plus uncommitted changes"} if dirty else {}),
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="shiftvit")
@@ -151,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": "python -m studies.epoch_stall "
             + shlex.join(sys.argv[1:] if argv is None else argv),
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
-            **commit(),
+            **commit_fields(),
             "machine": {"cpu": cpu_model(), "flags": cpu_flags(), "cores": os.cpu_count()},
             "versions": versions(),
             "load_average": [round(v, 2) for v in os.getloadavg()],

@@ -799,16 +799,6 @@ def _ort_cell(row: dict | None) -> str:
     return f"{row['p50_ms']:.3f} ({row['images_per_s']:,.0f}){graph}"
 
 
-def _commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
-
-
 def _machine() -> dict:
     from importlib import metadata
 
@@ -872,14 +862,14 @@ def main(argv: list[str] | None = None) -> int:
         for path in slim_onnx(*args.slim_onnx):
             print(f"{path} ({path.stat().st_size / 2**10:.0f} KiB)")
         return 0
-    from studies.provenance import publish
+    from studies.provenance import commit_fields, publish
     from toolkit.atomic import write_json
 
     steps = plan(args.minutes, args.rows)
     report = {
         "command": f"python -m {MODULE} " + shlex.join(argv),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "commit": _commit(),
+        **commit_fields(),
         "machine": _machine(),
         "minutes": args.minutes,
         "rows_run": list(args.rows),

@@ -3,10 +3,37 @@ report goes: the Markdown to stdout, the whole report to `--json` when given."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from toolkit.atomic import write_json
 from toolkit.bench.machine import cpu_text
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def commit_fields() -> dict:
+    """A row's `commit` (short hash; null outside a git checkout, as on a device machine the
+    tree travels to without .git) and its `commit_note` where the records need one: no
+    checkout, or uncommitted changes."""
+
+    def git(*args: str) -> str:
+        try:
+            out = subprocess.run(
+                ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return out.stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or None
+    if head is None:
+        return {"commit": None, "commit_note": "not run from a git checkout"}
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "commit": head,
+        **({"commit_note": f"{head} plus uncommitted changes"} if dirty else {}),
+    }
 
 
 def header_lines(report: dict) -> list[str]:
