@@ -1,5 +1,6 @@
 """`toolkit train --arch KEY=VALUE`: typed parsing, one-line refusals, docs, the registry."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -8,11 +9,13 @@ from toolkit.errors import UsageError
 from toolkit.models.presets import (
     ARCH_CLASSES,
     PRESETS,
+    ViTArch,
     arch_keys,
     check_arch,
     get_preset,
     parse_arch,
 )
+from toolkit.ops import LocalitySelfAttention
 from toolkit.training.train import TrainOptions, train
 
 
@@ -20,6 +23,14 @@ def test_every_model_has_its_architecture_class():
     assert set(ARCH_CLASSES) == set(PRESETS)
     for model, presets in PRESETS.items():
         assert all(type(arch) is ARCH_CLASSES[model] for arch, _ in presets.values())
+
+
+def test_field_choices_are_the_ones_the_layers_take():
+    """`--arch`'s choices for a string field (kept Keras-free so the CLI starts without Keras)
+    are the values the layer accepts: a new temperature in the op fails here until the field
+    lists it."""
+    (field,) = [f for f in dataclasses.fields(ViTArch) if f.name == "lsa_temperature"]
+    assert field.metadata["choices"] == LocalitySelfAttention.TEMPERATURES
 
 
 def test_arch_override_is_typed_by_the_field():
