@@ -21,7 +21,13 @@ from toolkit.data.random_augment import RandomAugment
 from toolkit.errors import UsageError
 from toolkit.evaluate import evaluate_model
 from toolkit.models import get_preset, preset_from_dict
-from toolkit.models.presets import PRESETS, TrainRecipe, parse_recipe, recipe_keys
+from toolkit.models.presets import (
+    PRESETS,
+    TrainRecipe,
+    parse_recipe,
+    recipe_keys,
+    with_recipe,
+)
 from toolkit.training.losses import HardAccuracy, HardTopKAccuracy, SmoothedCrossentropy
 from toolkit.training.train import TrainOptions, compile_model, train
 
@@ -118,6 +124,18 @@ def test_recipe_override_is_typed_by_the_field():
     assert parse_recipe("val_fraction=0.04") == {"val_fraction": 0.04}
     assert parse_recipe("val_fraction=none") == {"val_fraction": None}  # the data's own split
     assert "label_smoothing" in recipe_keys() and "augmentation" not in recipe_keys()
+    # the augmentation's fields, typed by Augmentation's
+    augment = parse_recipe("erasing=0.5,crop_resize=40:32,flip=off,rotation=0.05")
+    assert augment == {"erasing": 0.5, "crop_resize": (40, 32), "flip": False, "rotation": 0.05}
+    assert parse_recipe("crop_resize=none") == {"crop_resize": None}
+
+
+def test_with_recipe_sets_augmentation_fields_inside_the_augmentation():
+    recipe = get_preset("shiftvit", "cpu60").train
+    changed = with_recipe(recipe, parse_recipe("erasing=0.5,label_smoothing=0.1"))
+    assert changed.augmentation == replace(recipe.augmentation, erasing=0.5)
+    assert changed == replace(recipe, label_smoothing=0.1, augmentation=changed.augmentation)
+    assert with_recipe(recipe, {}) == recipe
 
 
 @pytest.mark.parametrize(
@@ -151,6 +169,10 @@ def test_bad_recipe_override_is_one_line(text, words):
         "repeat_augment=-1",
         "val_fraction=1",
         "val_fraction=-0.1",
+        "erasing=1.5",
+        "rotation=-0.1",
+        "zoom=-0.2",
+        "crop_resize=30:32",
     ],
 )
 def test_out_of_range_piece_is_refused_before_training(text, tmp_path):
@@ -193,13 +215,16 @@ def test_tiny_training_with_label_smoothing_ema_and_an_arch_override(tmp_path, c
     config.json, kept by --resume, the saved model has the overridden blocks and loads."""
     out = tmp_path / "run"
     argv = ["train", "--model", "shiftvit", "--data", "shapes:600", "--epochs", "1"]
-    pieces = ["--recipe", "label_smoothing=0.1,ema=0.9", "--arch", "drop_path=0.2,depths=1:2"]
+    recipe = "label_smoothing=0.1,ema=0.9,erasing=0.5"
+    pieces = ["--recipe", recipe, "--arch", "drop_path=0.2,depths=1:2"]
     assert main([*argv, "--out", str(out), *pieces]) == 0
     config = json.loads((out / "config.json").read_text())
     preset = preset_from_dict(config["preset"])
     assert (preset.train.label_smoothing, preset.train.ema) == (0.1, 0.9)
+    shiftvit_tiny = get_preset("shiftvit", "tiny").train.augmentation
+    assert preset.train.augmentation == replace(shiftvit_tiny, erasing=0.5)
     assert (preset.arch.drop_path, preset.arch.depths) == (0.2, (1, 2))
-    assert config["options"]["recipe"] == "label_smoothing=0.1,ema=0.9"
+    assert config["options"]["recipe"] == recipe
     assert config["options"]["arch"] == "drop_path=0.2,depths=1:2"
     model = keras.saving.load_model(out / "model.keras", safe_mode=True)
     blocks = {layer.name.rsplit("_shift", 1)[0] for layer in model.layers if "_shift" in layer.name}

@@ -54,8 +54,8 @@ def _add_train(p: argparse.ArgumentParser) -> None:
         "--recipe",
         metavar="KEY=VALUE[,KEY=VALUE...]",
         help="set TrainRecipe fields over the preset's, e.g. label_smoothing=0.1,ema=0.999 "
-        "switch those pieces on; 0 or none switches one off (the keys: docs/presets.md, "
-        "'Recipe pieces'; with --resume: the run's)",
+        "switch those pieces on, erasing=0.5 sets the augmentation's; 0 or none switches one off "
+        "(the keys: docs/presets.md, 'Recipe pieces'; with --resume: the run's)",
     )
     p.add_argument(
         "--arch",

@@ -497,8 +497,19 @@ _OWN_FLAGS = {"epochs": "--epochs", "batch_size": "--batch-size"}
 
 
 def recipe_keys() -> list[str]:
-    """The TrainRecipe fields `toolkit train --recipe KEY=VALUE` sets."""
-    return [f.name for f in fields(TrainRecipe) if f.name not in {"augmentation", *_OWN_FLAGS}]
+    """The TrainRecipe fields `toolkit train --recipe KEY=VALUE` sets, then its augmentation's
+    (flip, crop_resize, rotation, zoom, erasing: no name is in both)."""
+    own = [f.name for f in fields(TrainRecipe) if f.name not in {"augmentation", *_OWN_FLAGS}]
+    return own + [f.name for f in fields(Augmentation)]
+
+
+def with_recipe(recipe: TrainRecipe, values: dict[str, object]) -> TrainRecipe:
+    """`recipe` with the `parse_recipe` values set, the augmentation's fields in its
+    `augmentation`."""
+    augment = {f.name for f in fields(Augmentation)}
+    augmentation = replace(recipe.augmentation, **{k: v for k, v in values.items() if k in augment})
+    own = {k: v for k, v in values.items() if k not in augment}
+    return replace(recipe, **own, augmentation=augmentation)
 
 
 def _convert(text: str, kind: object, choices: tuple[str, ...] | None = None) -> object:
@@ -529,11 +540,14 @@ def _convert(text: str, kind: object, choices: tuple[str, ...] | None = None) ->
     raise ValueError(text)
 
 
-def _parse_fields(text: str | None, cls: type, keys: list[str], flag: str) -> dict[str, object]:
-    """`KEY=VALUE[,KEY=VALUE...]` as values of the dataclass `cls`'s fields `keys`."""
+def _parse_fields(
+    text: str | None, classes: tuple[type, ...], keys: list[str], flag: str
+) -> dict[str, object]:
+    """`KEY=VALUE[,KEY=VALUE...]` as values of the fields `keys` of the dataclasses `classes`."""
     if not text:
         return {}
-    hints, meta = typing.get_type_hints(cls), {f.name: f.metadata for f in fields(cls)}
+    hints = {k: v for cls in classes for k, v in typing.get_type_hints(cls).items()}
+    meta = {f.name: f.metadata for cls in classes for f in fields(cls)}
     values: dict[str, object] = {}
     for item in text.split(","):
         key, sep, value = (part.strip() for part in item.partition("="))
@@ -553,8 +567,9 @@ def _parse_fields(text: str | None, cls: type, keys: list[str], flag: str) -> di
 
 
 def parse_recipe(text: str | None) -> dict[str, object]:
-    """`KEY=VALUE[,KEY=VALUE...]` (`toolkit train --recipe`) as TrainRecipe field values."""
-    return _parse_fields(text, TrainRecipe, recipe_keys(), "--recipe")
+    """`KEY=VALUE[,KEY=VALUE...]` (`toolkit train --recipe`) as TrainRecipe and Augmentation
+    field values (`with_recipe` sets them)."""
+    return _parse_fields(text, (TrainRecipe, Augmentation), recipe_keys(), "--recipe")
 
 
 def arch_keys(model: str) -> list[str]:
@@ -565,7 +580,7 @@ def arch_keys(model: str) -> list[str]:
 def parse_arch(model: str, text: str | None) -> dict[str, object]:
     """`KEY=VALUE[,KEY=VALUE...]` (`toolkit train --arch`) as `model`'s architecture fields:
     stochastic depth, dropout, width, depth, ... over the preset's."""
-    return _parse_fields(text, ARCH_CLASSES[model], arch_keys(model), "--arch")
+    return _parse_fields(text, (ARCH_CLASSES[model],), arch_keys(model), "--arch")
 
 
 def check_arch(arch: ShiftViTArch | ViTArch) -> None:
@@ -646,4 +661,17 @@ def check_recipe(recipe: TrainRecipe) -> None:
         raise UsageError(
             f"ema {recipe.ema} must be between 0 and 1 (the moving average's momentum): "
             "pass --recipe ema=0.999, say, or ema=none (off)"
+        )
+    aug = recipe.augmentation
+    if not 0.0 <= aug.erasing <= 1.0 or aug.rotation < 0 or aug.zoom < 0:
+        raise UsageError(
+            f"erasing {aug.erasing}, rotation {aug.rotation}, zoom {aug.zoom}: erasing is a "
+            "probability (0 to 1), rotation and zoom Keras' factors (0: off, or more): pass "
+            "--recipe erasing=0.25, say"
+        )
+    if aug.crop_resize is not None and not aug.crop_resize[0] >= aug.crop_resize[1] >= 1:
+        raise UsageError(
+            f"crop_resize {aug.crop_resize[0]}:{aug.crop_resize[1]} resizes by the first over "
+            "the second, then crops back: the first must be at least the second: pass --recipe "
+            "crop_resize=36:32, say, or crop_resize=none (off)"
         )

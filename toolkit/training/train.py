@@ -54,6 +54,7 @@ from toolkit.models.presets import (
     check_recipe,
     parse_arch,
     parse_recipe,
+    with_recipe,
 )
 from toolkit.runfolder import (
     CHECKPOINT_DIR,
@@ -138,7 +139,7 @@ def _validate(options: TrainOptions) -> Preset:
             f"--seed must be an integer from 0 to {SEEDS[-1]} (what NumPy and Keras seed with), "
             f"got {options.seed}"
         )
-    train = replace(preset.train, **parse_recipe(options.recipe))
+    train = with_recipe(preset.train, parse_recipe(options.recipe))
     check_recipe(train)
     arch = replace(preset.arch, **parse_arch(options.model, options.arch))
     check_arch(arch)
