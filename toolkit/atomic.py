@@ -54,10 +54,10 @@ def check_writable(target: str | Path, flag: str = "", hint: str = "pass another
     return target
 
 
-def check_writable_folder_above(target: Path, name: str, hint: str) -> Path:
-    """The nearest existing folder above `target` (where it, or its missing parents, would be
-    made); UsageError (one line naming `name`, ending in `hint`) unless it is a folder in which
-    a temp file can be created. Nothing is left."""
+def check_writable_folder_above(target: Path, name: str, hint: str) -> None:
+    """UsageError (one line naming `name`, ending in `hint`) unless the nearest existing folder
+    above `target` (where it, or its missing parents, would be made) is a folder in which a temp
+    file can be created. Nothing is left."""
     folder = target.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
@@ -72,7 +72,6 @@ def check_writable_folder_above(target: Path, name: str, hint: str) -> Path:
         ) from exc
     os.close(fd)
     os.unlink(probe)
-    return folder
 
 
 def remove_stale_temps(target: str | Path, suffix: str | None = None) -> list[Path]:
