@@ -12,6 +12,7 @@ import pytest
 from toolkit.data import Augmentation, erasing
 from toolkit.data.array_pipeline import ArrayBatches
 from toolkit.data.augment import crop_size
+from toolkit.data.pad_crop import pad_crop, reference_pad_crop, reference_windows
 from toolkit.data.random_augment import RandomAugment
 from toolkit.data.warp import (
     affine_warp,
@@ -119,6 +120,17 @@ def test_crop_transforms_equal_resize_then_crop():
     np.testing.assert_allclose(got, _resize_crop_reference(images, full, offsets), atol=2e-3)
 
 
+def test_pad_crop_matches_reference_at_every_offset():
+    images, padding = _images(25, 6), 2
+    offsets = np.array([(r, c) for r in range(5) for c in range(5)], np.int32)
+    got = _np(pad_crop(images, offsets, padding))
+    want = reference_pad_crop(images, offsets, padding)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(want[12], images[12])  # the middle window is the image
+    assert (want[0, :2] == 0).all() and (want[0, :, :2] == 0).all()  # zeros, no rescale
+    np.testing.assert_array_equal(want[0, 2:, 2:], images[0, :4, :4])
+
+
 # --- random erasing ---------------------------------------------------------------------
 
 
@@ -208,6 +220,14 @@ def test_random_crop_is_resize_then_an_independent_window_per_image():
     assert len(set(windows.values())) > 1  # windows drawn per image, not per batch
 
 
+def test_random_pad_crop_is_a_shifted_window_drawn_per_image():
+    images, padding = _images(24, 8), 2
+    out = _np(RandomAugment.of(Augmentation(pad_crop=padding), seed=3)(images, training=True))
+    windows = reference_windows(out, images, padding)
+    assert None not in windows  # every output is its padded image at some window
+    assert len(set(windows)) > 4  # windows drawn per image, not per batch
+
+
 def test_random_rotation_zoom_stays_near_the_image():
     images = np.tile(np.linspace(0, 255, 32, dtype=np.float32)[None, None, :, None], (8, 32, 1, 3))
     out = _np(RandomAugment(rotation=0.02, zoom=0.2, seed=4)(images, training=True))
@@ -234,7 +254,7 @@ def test_random_augment_is_seeded_and_float32_under_mixed_precision():
     assert keras.backend.standardize_dtype(layer(images, training=True).dtype) == "float32"
 
 
-@pytest.mark.parametrize("aug", [VIT, Augmentation(flip=True, erasing=0.25)], ids=str)
+@pytest.mark.parametrize("aug", [VIT, Augmentation(flip=True, erasing=0.25, pad_crop=4)], ids=str)
 def test_random_augment_config_round_trip(aug):
     layer = RandomAugment.of(aug, seed=3)
     config = layer.get_config()

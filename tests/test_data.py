@@ -364,6 +364,7 @@ def test_augmentation_dict_round_trip():
         Augmentation(rotation=0.02, zoom=0.2),
         Augmentation(flip=True, crop_resize=(52, 48), rotation=0.1, zoom=0.2),
         Augmentation(erasing=1.0),
+        Augmentation(flip=True, pad_crop=4),
     ],
 )
 def test_augmentation_keeps_shape_dtype_range(aug):
@@ -385,6 +386,17 @@ def test_flip_mirrors_some_images():
     mirrored = [np.array_equal(o, i[:, ::-1]) for o, i in zip(out, images, strict=True)]
     assert all(s or m for s, m in zip(same, mirrored, strict=True))
     assert any(mirrored) and any(same)
+
+
+def test_tf_pad_crop_is_a_shifted_window_drawn_per_image():
+    from toolkit.data.pad_crop import reference_windows
+    from toolkit.data.tf_augment import augment_fn
+
+    images, padding = _images(24, 8).astype(np.float32), 2
+    out = augment_fn(Augmentation(pad_crop=padding), 8, seed=0)(images).numpy()
+    windows = reference_windows(out, images, padding)
+    assert None not in windows  # the same crop as RandomAugment's (test_augment.py)
+    assert len(set(windows)) > 4
 
 
 def test_tf_erasing_erases_a_rectangle_of_about_its_probability_of_images():

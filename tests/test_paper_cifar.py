@@ -188,16 +188,16 @@ def test_architectures_are_the_paper_codes():
 
 def test_recipe_is_the_paper_codes_where_the_toolkit_has_the_piece():
     """main.py's defaults: AdamW 1e-3, weight decay 0.05, batch 128, 10 of 100 epochs of
-    warm-up then cosine, label smoothing 0.1, Mixup (1) or CutMix (1) on half the batches,
-    random erasing 0.25; RandAugment for AutoAugment. Its sampler at `--ra 3` (drawn by the
-    paper's code into the fixture) repeats no image: an epoch is three passes of 1171 batches,
-    so 300 epochs here, repeated augmentation off: the same passes, warm-up passes and, on as
-    many images, steps."""
+    warm-up then cosine, a 4-pixel-padded random crop, label smoothing 0.1, Mixup (1) or
+    CutMix (1) on half the batches, random erasing 0.25; RandAugment for AutoAugment. Its
+    sampler at `--ra 3` (drawn by the paper's code into the fixture) repeats no image: an epoch
+    is three passes of 1171 batches, so 300 epochs here, repeated augmentation off: the same
+    passes, warm-up passes and, on as many images, steps."""
     recipe = get_preset("vit-lsa", PRESET).train
     assert recipe == TrainRecipe(
         batch_size=128, epochs=300, lr_start=1e-6, lr_max=1e-3, weight_decay=0.05,
         warmup_fraction=0.1,
-        augmentation=Augmentation(flip=True, crop_resize=(36, 32), erasing=0.25),
+        augmentation=Augmentation(flip=True, erasing=0.25, pad_crop=4),
         label_smoothing=0.1, mixup=1.0, cutmix=1.0, mix_prob=0.5, rand_augment=(2, 0.5),
     )  # fmt: skip
     assert recipe.repeat_augment == 1 and recipe.ema is None

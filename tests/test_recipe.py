@@ -128,6 +128,7 @@ def test_recipe_override_is_typed_by_the_field():
     augment = parse_recipe("erasing=0.5,crop_resize=40:32,flip=off,rotation=0.05")
     assert augment == {"erasing": 0.5, "crop_resize": (40, 32), "flip": False, "rotation": 0.05}
     assert parse_recipe("crop_resize=none") == {"crop_resize": None}
+    assert parse_recipe("crop_resize=none,pad_crop=4") == {"crop_resize": None, "pad_crop": 4}
 
 
 def test_with_recipe_sets_augmentation_fields_inside_the_augmentation():
@@ -173,6 +174,8 @@ def test_bad_recipe_override_is_one_line(text, words):
         "rotation=-0.1",
         "zoom=-0.2",
         "crop_resize=30:32",
+        "pad_crop=-2",
+        "crop_resize=36:32,pad_crop=4",  # one crop at a time
     ],
 )
 def test_out_of_range_piece_is_refused_before_training(text, tmp_path):
@@ -193,6 +196,7 @@ def test_config_without_the_new_fields_still_loads():
         "val_fraction",
     ):
         del data["train"][key]
+    del data["train"]["augmentation"]["pad_crop"]
     assert preset_from_dict(data) == get_preset("vit-lsa", "tiny")
     recipe = replace(
         get_preset("vit-lsa", "tiny").train,
@@ -204,6 +208,7 @@ def test_config_without_the_new_fields_still_loads():
         rand_augment=(2, 0.9),
         repeat_augment=3,
     )
+    recipe = replace(recipe, augmentation=replace(recipe.augmentation, pad_crop=4))
     preset = replace(get_preset("vit-lsa", "tiny"), train=recipe)
     assert preset_from_dict(json.loads(json.dumps(preset.to_dict()))).train == recipe
     assert isinstance(recipe, TrainRecipe)

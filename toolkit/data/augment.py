@@ -1,5 +1,6 @@
-"""What the training augmentation applies (horizontal flip, resize + random crop, rotation,
-zoom, random erasing); `tf_augment` (tf.data) and `random_augment` (a Keras layer) apply it."""
+"""What the training augmentation applies (horizontal flip, resize + random crop, padded random
+crop, rotation, zoom, random erasing); `tf_augment` (tf.data) and `random_augment` (a Keras
+layer) apply it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from dataclasses import asdict, dataclass
 @dataclass(frozen=True)
 class Augmentation:
     """What to apply; crop_resize=(52, 48) means Resizing(52) + RandomCrop(48) scaled to R;
+    pad_crop=4 zero-pads 4 pixels per side, then crops back at random (torchvision's
+    RandomCrop(R, padding=4), the CIFAR recipes' crop: it shifts without rescaling);
     erasing is the probability of random erasing per image (toolkit/data/erasing.py)."""
 
     flip: bool = False
@@ -16,6 +19,7 @@ class Augmentation:
     rotation: float = 0.0
     zoom: float = 0.0
     erasing: float = 0.0
+    pad_crop: int = 0
 
     def to_dict(self) -> dict:
         """JSON-ready dict (crop_resize as a list or None)."""
@@ -33,6 +37,7 @@ class Augmentation:
             rotation=float(data.get("rotation", 0.0)),
             zoom=float(data.get("zoom", 0.0)),
             erasing=float(data.get("erasing", 0.0)),
+            pad_crop=int(data.get("pad_crop", 0)),
         )
 
     @property
@@ -44,6 +49,7 @@ class Augmentation:
             or self.rotation > 0
             or self.zoom > 0
             or self.erasing > 0
+            or self.pad_crop > 0
         )
 
 

@@ -10,13 +10,15 @@ from keras import ops
 
 from toolkit.data import erasing
 from toolkit.data.augment import Augmentation, crop_size
+from toolkit.data.pad_crop import pad_crop
 from toolkit.data.warp import affine_warp, crop_transforms, rotate_zoom_transforms
 
 
 @keras.saving.register_keras_serializable(package="toolkit")
 class RandomAugment(keras.layers.Layer):
     """Per image, independently: horizontal flip (p = 0.5); resize to crop_size then a random
-    image_size window; rotation by U(-rotation, rotation) turns and zoom by U(1 - zoom, 1 + zoom)
+    image_size window; zero-pad `pad_crop` pixels per side then a random window; rotation by
+    U(-rotation, rotation) turns and zoom by U(1 - zoom, 1 + zoom)
     per axis, reflect-filled; random erasing with probability `erasing`; then clip to 0-255.
     The same transforms as the tf.data pipeline.
 
@@ -30,6 +32,7 @@ class RandomAugment(keras.layers.Layer):
         rotation: float = 0.0,
         zoom: float = 0.0,
         erasing: float = 0.0,
+        pad_crop: int = 0,
         seed: int | None = None,
         rand_augment: tuple[int, float] | None = None,
         **kwargs,
@@ -42,6 +45,7 @@ class RandomAugment(keras.layers.Layer):
             rotation=float(rotation),
             zoom=float(zoom),
             erasing=float(erasing),
+            pad_crop=int(pad_crop),
         )
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
@@ -96,6 +100,11 @@ class RandomAugment(keras.layers.Layer):
                 (batch, 2), 0, full - height + 1, seed=self.seed_generator
             )
             images = affine_warp(images, crop_transforms(offsets, height / full), "nearest")
+        if aug.pad_crop > 0:
+            offsets = keras.random.randint(
+                (batch, 2), 0, 2 * aug.pad_crop + 1, seed=self.seed_generator
+            )
+            images = pad_crop(images, offsets, aug.pad_crop)
         if aug.rotation > 0 or aug.zoom > 0:
             limit = aug.rotation * 2.0 * math.pi
             angles = keras.random.uniform((batch,), -limit, limit, seed=self.seed_generator)

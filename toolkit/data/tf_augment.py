@@ -37,6 +37,10 @@ def augment_fn(aug: Augmentation, image_size: int, seed: int = 0) -> AugmentFn:
         if aug.crop_resize and crop_from > image_size:
             images = tf.image.resize(images, (crop_from, crop_from), method="bilinear")
             images = _random_crop(images, image_size, crop_seed)
+        if aug.pad_crop > 0:  # zero padding, as torchvision's RandomCrop(padding=N)
+            pad = aug.pad_crop
+            images = tf.pad(images, [[0, 0], [pad, pad], [pad, pad], [0, 0]])
+            images = _random_crop(images, image_size, crop_seed)
         if aug.rotation > 0 or aug.zoom > 0:
             images = _rotate_zoom(images, aug.rotation, aug.zoom, rot_seed, zoom_seed)
         if aug.erasing > 0:  # its own seed, so adding it leaves the other draws as they were

@@ -309,19 +309,19 @@ _SHIFTVIT_PAPER = {
 # The SPT/LSA paper's CIFAR recipe as its code runs it (aanna0701/SPT_LSA_ViT, main.py's
 # defaults): AdamW, lr 1e-3, weight decay 0.05 on every weight (torch's AdamW on all
 # parameters, as here), batch 128, linear warm-up from 1e-6 over the first 10% of the steps,
-# then cosine; horizontal flip, AutoAugment's CIFAR-10 policy, random erasing (p 0.25, area
-# 0.02-0.4, aspect 0.3-3.3), label smoothing 0.1, and half of the batches mixed, each by Mixup
-# (alpha 1) or CutMix (beta 1), half each; stochastic depth 0.1 (the arch's drop_path).
+# then cosine; random crop after 4 pixels of zero padding (pad_crop=4), horizontal flip,
+# AutoAugment's CIFAR-10 policy, random erasing (p 0.25, area 0.02-0.4, aspect 0.3-3.3), label
+# smoothing 0.1, and half of the batches mixed, each by Mixup (alpha 1) or CutMix (beta 1), half
+# each; stochastic depth 0.1 (the arch's drop_path).
 # Epochs: `--epochs 100 --ra 3` there builds RASampler(len, batch, 1, 3), whose positional
 # arguments are repetitions=1 and len_factor=3: no image repeated, each "epoch" three shuffled
 # passes over the data. So 300 epochs here, with repeat_augment off: the same passes over the
 # training images (300), warm-up (30 passes) and steps per pass.
 # Stand-ins, as the toolkit has no exact piece: AutoAugment's CIFAR-10 policy is not in Keras,
 # so RandAugment with 2 ops (AutoAugment's sub-policies are 2 ops) at Keras' default strength
-# 0.5; the 4-pixel-padded random crop is a resize to 36 and a random 32 crop (shifts of up to
-# 2 pixels at 1.125x scale: Augmentation has no padded crop); random erasing fills with noise
-# (the code: the per-channel mean, after normalising); Keras' CutMix draws its Beta's alpha
-# from U(0, 1) (cutmix=1) where the code's beta is 1; the cosine ends at 0, the code's at 1e-6.
+# 0.5; random erasing fills with noise (the code: the per-channel mean, after normalising);
+# Keras' CutMix draws its Beta's alpha from U(0, 1) (cutmix=1) where the code's beta is 1; the
+# cosine ends at 0, the code's at 1e-6.
 # Stochastic depth and all of the above are off at inference: the exported model is the same.
 _PAPER_CIFAR_TRAIN = TrainRecipe(
     batch_size=128,
@@ -330,7 +330,7 @@ _PAPER_CIFAR_TRAIN = TrainRecipe(
     lr_max=1e-3,
     weight_decay=0.05,
     warmup_fraction=0.1,
-    augmentation=Augmentation(flip=True, crop_resize=(36, 32), erasing=0.25),
+    augmentation=Augmentation(flip=True, erasing=0.25, pad_crop=4),
     label_smoothing=0.1,
     mixup=1.0,
     cutmix=1.0,
@@ -498,7 +498,7 @@ _OWN_FLAGS = {"epochs": "--epochs", "batch_size": "--batch-size"}
 
 def recipe_keys() -> list[str]:
     """The TrainRecipe fields `toolkit train --recipe KEY=VALUE` sets, then its augmentation's
-    (flip, crop_resize, rotation, zoom, erasing: no name is in both)."""
+    (flip, crop_resize, rotation, zoom, erasing, pad_crop: no name is in both)."""
     own = [f.name for f in fields(TrainRecipe) if f.name not in {"augmentation", *_OWN_FLAGS}]
     return own + [f.name for f in fields(Augmentation)]
 
@@ -674,4 +674,10 @@ def check_recipe(recipe: TrainRecipe) -> None:
             f"crop_resize {aug.crop_resize[0]}:{aug.crop_resize[1]} resizes by the first over "
             "the second, then crops back: the first must be at least the second: pass --recipe "
             "crop_resize=36:32, say, or crop_resize=none (off)"
+        )
+    if aug.pad_crop < 0 or (aug.pad_crop and aug.crop_resize is not None):
+        raise UsageError(
+            f"pad_crop {aug.pad_crop} with crop_resize {aug.crop_resize}: pad_crop is the pixels "
+            "of zero padding per side before a random crop (0: off), and one crop at a time: "
+            "pass --recipe crop_resize=none,pad_crop=4, say"
         )
