@@ -409,6 +409,28 @@ def test_a_training_child_that_jax_aborts_is_one_line_and_exit_1(own_line, expec
     assert captured.err.splitlines() == ["I0000 an old log line", expected]
 
 
+@pytest.mark.parametrize(
+    ("end", "expected"),
+    [
+        ("os.abort()", "toolkit: error: process 0 of 2 was lost (JAX's runtime aborted process 1"),
+        ("print('toolkit: error: process 0 of 2 was lost', file=sys.stderr); sys.exit(1)",
+         "toolkit: error: process 0 of 2 was lost"),
+    ],
+)  # fmt: skip
+def test_a_child_slow_to_die_after_jaxs_fatal_line_is_still_one_line(end, expected, capfd):
+    # on a loaded CPU the abort (or the child's own line and exit) may come after the hold
+    from toolkit.training.supervise import supervise
+
+    script = (
+        "import os, sys, time; print('F1127 client.h:80] Terminating process', file=sys.stderr); "
+        f"print('Traceback (most recent call last):', file=sys.stderr); time.sleep(1.5); {end}"
+    )
+    command = [sys.executable, "-c", script]
+    assert supervise([], Cluster("127.0.0.1:1", 2, 1), Path("RUN"), command) == 1
+    err = capfd.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(expected), err
+
+
 def test_a_training_child_aborted_after_its_own_line_adds_nothing(capfd):
     # process 0 stopped by a full disk says so; JAX aborts it on its way out, seconds later
     from toolkit.training.supervise import supervise

@@ -9,11 +9,13 @@ pass it the error). The child's own liveness channel (toolkit.training.cluster.P
 a lost process in one line when it sees it first; when JAX is first, the child dies.
 
 So the supervisor passes the child's stdout straight through and holds each stderr line for
-HOLD_S seconds before passing it on: when the child fails, the lines of its last moments
-(JAX's fatal log, a traceback of the collective that failed) are dropped and one line stands
-for them: the child's own `toolkit: error:` line if it wrote one then, else (a death by a
-signal) one naming the signal and, for JAX's abort, the process it lost (see `_death_line`);
-nothing more where the child said what stopped it before JAX aborted it on its way out.
+HOLD_S seconds before passing it on, and every line from JAX's fatal log line on until the
+child ends (its abort may take longer than HOLD_S on a loaded CPU): when the child fails, the
+lines of its last moments (JAX's fatal log, a traceback of the collective that failed) are
+dropped and one line stands for them: the child's own `toolkit: error:` line if it wrote one
+then, else (a death by a signal) one naming the signal and, for JAX's abort, the process it
+lost (see `_death_line`); nothing more where the child said what stopped it before JAX aborted
+it on its way out.
 The toolkit's own exit codes (0, 1, 2, 130) pass through; a death by a signal is 1. The
 child dies with its supervisor (Linux: PR_SET_PDEATHSIG): killing the process one started
 stops the training.
@@ -24,6 +26,7 @@ from __future__ import annotations
 import collections
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -39,6 +42,7 @@ WORKER_ENV = "TOOLKIT_TRAIN_WORKER"  # set in the child: it trains, unsupervised
 HOLD_S = 1.0  # seconds each stderr line of the child waits before it is passed on
 OWN_EXITS = (0, 1, 2, 130)  # what `toolkit` returns by itself: passed through
 ERROR = b"toolkit: error:"
+FATAL = re.compile(rb"F\d{4} ")  # a glog FATAL line (JAX's "Terminating process because ...")
 
 
 def is_worker() -> bool:
@@ -87,6 +91,7 @@ def supervise(
     reader.start()
     held: collections.deque[tuple[float, bytes]] = collections.deque()
     said = False  # the child's own `toolkit: error:` line was passed on
+    dying = False  # JAX logged its fatal line: hold everything until the child ends
     try:
         done = False
         while not done:
@@ -98,7 +103,8 @@ def supervise(
                 done = True
             elif line:
                 held.append((time.monotonic(), line))
-            while held and (done or time.monotonic() - held[0][0] >= HOLD_S):
+                dying = dying or bool(FATAL.match(line))
+            while held and (done or (not dying and time.monotonic() - held[0][0] >= HOLD_S)):
                 if done and child.wait() != 0:
                     break
                 line = held.popleft()[1]
