@@ -18,9 +18,9 @@ from toolkit.data.warp import affine_warp, crop_transforms, rotate_zoom_transfor
 class RandomAugment(keras.layers.Layer):
     """Per image, independently: horizontal flip (p = 0.5); resize to crop_size then a random
     image_size window; zero-pad `pad_crop` pixels per side then a random window; rotation by
-    U(-rotation, rotation) turns and zoom by U(1 - zoom, 1 + zoom)
-    per axis, reflect-filled; random erasing with probability `erasing`; then clip to 0-255.
-    The same transforms as the tf.data pipeline.
+    U(-rotation, rotation) turns and zoom by U(1 - zoom, 1 + zoom) per axis, reflect-filled;
+    random erasing with probability `erasing`; then clip to 0-255. The same transforms as the
+    tf.data pipeline.
 
     Computes in float32 whatever the mixed-precision policy: it feeds the model's input.
     """
