@@ -131,9 +131,10 @@ def test_npz_grayscale_column_labels_and_names(tmp_path):
     assert ds.y_train.ndim == 1
 
 
-def test_npz_named_cifar10_gets_cifar_names(tmp_path):
+def test_npz_named_cifar10_gets_index_names(tmp_path):
+    """No names guessed from the file name (tests/test_class_names.py: said once)."""
     spec = _write_npz(tmp_path / "my_cifar10.npz", x=_images(40), y=np.arange(40) % 10)
-    assert load_data(spec).class_names == CIFAR10_CLASSES
+    assert load_data(spec).class_names == [str(i) for i in range(10)]
 
 
 # --- folder and images -----------------------------------------------------------------
@@ -468,5 +469,5 @@ def test_shared_cifar10_sample():
     ds = load_data(f"npz:{SAMPLE}", seed=0)
     total = len(ds.y_train) + len(ds.y_val) + len(ds.y_test)
     assert total == 5085 and ds.num_classes == 10
-    assert ds.class_names == CIFAR10_CLASSES and ds.image_shape == (32, 32, 3)
+    assert ds.class_names == [str(i) for i in range(10)] and ds.image_shape == (32, 32, 3)
     assert set(np.unique(ds.y_test)) == set(range(10))

@@ -33,13 +33,18 @@ LINE = re.compile(r"^(?P<image>\S+): (?P<top>\S+ \d\.\d\d(, \S+ \d\.\d\d)*)$")
 
 @pytest.fixture(scope="module")
 def run_folder(tmp_path_factory) -> tuple[keras.Model, Path]:
-    """RUN/model.keras, RUN/labels.txt, RUN/export/model.{tflite,onnx} and a few images."""
+    """RUN/model.keras, RUN/labels.txt, RUN/export/model.{tflite,onnx,ort} (no metadata: their
+    names come from RUN/export/model.json's labels.txt) and a few images."""
     keras.utils.set_random_seed(1)
     model = build_model(get_preset("shiftvit", "tiny"), (32, 32, 3), len(NAMES))
     root = tmp_path_factory.mktemp("run")
     model.save(root / "model.keras")
     (root / "labels.txt").write_text("\n".join(NAMES) + "\n")
+    (root / "config.json").write_text("{}")  # a run folder: labels.txt names its model.keras
     (root / "export").mkdir()
+    (root / "export" / "labels.txt").write_text("\n".join(NAMES) + "\n")
+    listed = {fmt: {"file": f"model.{fmt}"} for fmt in ("tflite", "onnx", "ort")}
+    (root / "export" / "model.json").write_text(json.dumps({"artifacts": listed}))
     tflite = tf.lite.TFLiteConverter.from_keras_model(model).convert()
     (root / "export" / "model.tflite").write_bytes(tflite)
     signature = [tf.TensorSpec((None, 32, 32, 3), tf.float32, name="image")]
@@ -91,7 +96,7 @@ def images_of(root: Path) -> list[Path]:
     "artifact", ["model.keras", "export/model.tflite", "export/model.onnx", "export/model.ort"]
 )
 def test_predict_top_k_with_labels(run_folder, artifact, capsys):
-    """Every artifact gives the Keras model's top classes; labels.txt found here or one up."""
+    """Every artifact gives the Keras model's top classes, named by the folder that lists it."""
     model, root = run_folder
     images = images_of(root)
     predict(root / artifact, *images, "--top-k", "3")
@@ -151,6 +156,8 @@ def test_predict_errors(run_folder, tmp_path, argv, message, capsys):
 def test_predict_rejects_labels_of_another_model(run_folder, tmp_path):
     shutil.copy(run_folder[1] / "export" / "model.onnx", tmp_path / "model.onnx")
     (tmp_path / "labels.txt").write_text("cat\ndog\n")
+    listing = {"artifacts": {"onnx": {"file": "model.onnx"}}}  # the folder lists the file
+    (tmp_path / "model.json").write_text(json.dumps(listing))
     with pytest.raises(UsageError, match="labels.txt has 2 class names but the model has 10"):
         predict(tmp_path / "model.onnx", run_folder[1] / "rgb.png")
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+MAX_DROP_POINTS = 100.0  # top-1 points: no accuracy drop can be larger (--max-accuracy-drop)
+
 
 def top1(logits: np.ndarray, labels: np.ndarray) -> float:
     """Share of images whose highest logit is at their label (0.0 for no images)."""

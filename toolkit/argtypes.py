@@ -41,16 +41,21 @@ def positive_int(text: str) -> int:
     return value
 
 
-def finite_float(text: str) -> float:
-    """argparse type of every float option: a finite number; nan and inf are refused here, as
-    each would pass a later range check (nan compares false both ways) and never end a budget."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+def finite_number(text: str) -> float:
+    """`text` as a finite float; ValueError for anything else, nan and inf included: each would
+    pass a later range check (nan compares false both ways) and never end a budget."""
+    value = float(text)
     if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+        raise ValueError(f"not a finite number: {text!r}")
     return value
+
+
+def finite_float(text: str) -> float:
+    """argparse type of every float option: a finite number (`finite_number`)."""
+    try:
+        return finite_number(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}") from None
 
 
 def positive_ints(spec: str, option: str, example: str) -> list[int]:

@@ -2,7 +2,8 @@
 
 An interrupted write never leaves a file that looks valid, nor replaces a good one; a killed
 one leaves a hidden `.NAME.XXXXXXXX.SUFFIX` temp file, which `remove_stale_temps` deletes.
-`check_writable` tells, before long work starts, whether a target can be written at all.
+`check_writable` tells, before long work starts, whether a target can be written at all (with a
+probe file named after its process; a killed check's probe is removed by the next check there).
 A write that finds the disk full (or a file size or quota limit) raises an OSError whose
 `filename` is the target, whatever call failed (`full_disk` finds it in a chain).
 """
@@ -14,14 +15,19 @@ import json
 import os
 import re
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from toolkit.errors import UsageError
+from toolkit.errors import RunError, UsageError
+from toolkit.scratch import pid_alive
 
 # errno of a write that a full disk (or a size limit, RLIMIT_FSIZE, or a quota) refused
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+PROBE_PREFIX = ".toolkit-write-check."  # then the checking process's pid, a dot, mkstemp's 8
+_PROBE = re.compile(re.escape(PROBE_PREFIX) + r"(?:(\d+)\.)?[a-z0-9_]{8}")
+OLD_PROBE_AGE_S = 60  # a probe of the older pid-less name this old is a killed check's
 
 
 def full_disk(exc: BaseException) -> OSError | None:
@@ -34,6 +40,19 @@ def full_disk(exc: BaseException) -> OSError | None:
             return current
         current = current.__cause__ or current.__context__
     return None
+
+
+def full_disk_error(
+    exc: BaseException, kept: str = "each file is whole, new or as it was"
+) -> RunError | None:
+    """The one-line RunError of a write that a full disk refused (`exc` or its chain), naming
+    the file, what is `kept`, and the way on; None when `exc` is no such fault."""
+    full = full_disk(exc)
+    if full is None:
+        return None
+    reason = (full.strerror or os.strerror(full.errno)).lower()
+    where = f" writing {full.filename}" if full.filename else ""
+    return RunError(f"{reason}{where}: {kept}; free space and run the same command again")
 
 
 def _temp_prefix(target: Path) -> str:
@@ -63,8 +82,9 @@ def check_writable_folder_above(target: Path, name: str, hint: str) -> None:
         folder = folder.parent
     if not folder.is_dir():
         raise UsageError(f"cannot write {name}: {folder} is a file, not a folder; {hint}")
+    remove_stale_probes(folder)
     try:
-        fd, probe = tempfile.mkstemp(prefix=".toolkit-write-check.", dir=folder)
+        fd, probe = tempfile.mkstemp(prefix=f"{PROBE_PREFIX}{os.getpid()}.", dir=folder)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise UsageError(
@@ -72,6 +92,34 @@ def check_writable_folder_above(target: Path, name: str, hint: str) -> None:
         ) from exc
     os.close(fd)
     os.unlink(probe)
+
+
+def remove_stale_probes(folder: Path) -> list[Path]:
+    """Delete this user's write-check probes in `folder` that a killed check left: those of a
+    process no longer alive (and those of the older, pid-less name over a minute old)."""
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return []
+    stale = []
+    for path in entries:
+        match = _PROBE.fullmatch(path.name)
+        if match is None:
+            continue
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if info.st_uid != os.getuid() or not path.is_file() or path.is_symlink():
+            continue
+        pid = match.group(1)
+        if pid is not None and (int(pid) <= 0 or pid_alive(int(pid))):
+            continue
+        if pid is None and time.time() - info.st_mtime < OLD_PROBE_AGE_S:
+            continue
+        path.unlink(missing_ok=True)
+        stale.append(path)
+    return stale
 
 
 def remove_stale_temps(target: str | Path, suffix: str | None = None) -> list[Path]:

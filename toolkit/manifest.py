@@ -59,6 +59,14 @@ def modified_files(folder: Path, manifest: dict, formats: Iterable[str]) -> dict
     return changed
 
 
+def formats_of(manifest: dict, file_name: str) -> list[str]:
+    """The formats whose model.json entry is the file `file_name` ([] when none lists it)."""
+    artifacts = manifest.get("artifacts")
+    if not isinstance(artifacts, dict):
+        return []
+    return [f for f, e in artifacts.items() if isinstance(e, dict) and e.get("file") == file_name]
+
+
 def export_command(manifest: dict, folder: Path, fmt: str) -> str:
     """The `toolkit export` command that writes format `fmt` into `folder` again (from the run
     model.json names as its source, where it names one)."""

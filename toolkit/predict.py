@@ -7,9 +7,16 @@ from pathlib import Path
 
 import numpy as np
 
+from toolkit.classnames import class_names_of
 from toolkit.errors import UsageError
-from toolkit.manifest import check_unmodified, export_command, modified_files, read_manifest
-from toolkit.runfolder import LABELS_FILE, MANIFEST_FILE, read_labels
+from toolkit.manifest import (
+    check_unmodified,
+    export_command,
+    formats_of,
+    load_manifest,
+    modified_files,
+)
+from toolkit.runfolder import CONFIG_FILE, EXPORT_DIR, MANIFEST_FILE
 from toolkit.runtimes import RUNTIMES, TensorSpec, open_artifact
 from toolkit.runtimes.base import close_session, gives_probabilities
 
@@ -34,27 +41,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def rewrite_command(folder: Path, manifest: dict, fmt: str) -> str:
+    """The `toolkit export` command that writes format `fmt` into `folder` (the artifact's folder
+    as given) again: from the run folder it sits in (RUN/export), else from the run model.json
+    names, with --out FOLDER."""
+    run_dir = folder.parent if folder.name else folder.absolute().parent  # "." given: its parent
+    if folder.absolute().name == EXPORT_DIR and (run_dir / CONFIG_FILE).is_file():
+        return f"toolkit export {run_dir} --format {fmt}"
+    return export_command(manifest, folder, fmt)
+
+
 def check_recorded(artifact: Path, allow_modified: bool) -> None:
     """Refuse (or with allow_modified, warn of) an artifact changed after export: the model.json
-    beside it records another sha256 for it. Files no model.json lists are not checked."""
-    folder = artifact.absolute().parent
-    manifest = read_manifest(folder / MANIFEST_FILE)
-    listed = [
-        fmt
-        for fmt, entry in (manifest.get("artifacts") or {}).items()
-        if isinstance(entry, dict) and entry.get("file") == artifact.name
-    ]
-    changed = modified_files(folder, manifest, listed)
-    check_unmodified(changed, allow_modified, lambda fmt: export_command(manifest, folder, fmt))
-
-
-def find_labels(artifact: Path, num_classes: int) -> list[str]:
-    """Class names from labels.txt next to the artifact or in its parent, else the indices."""
-    folder = artifact.absolute().parent
-    for candidate in (folder / LABELS_FILE, folder.parent / LABELS_FILE):
-        if candidate.is_file():
-            return read_labels(candidate, num_classes, f"remove {candidate}")
-    return [str(i) for i in range(num_classes)]
+    beside it records another sha256 for it. Files no model.json lists are not checked; an
+    unreadable model.json beside the file is refused, as bench and verify refuse it."""
+    folder = artifact.parent
+    path = folder / MANIFEST_FILE
+    if not path.is_file():
+        return
+    how = f"export again (`{rewrite_command(folder, {}, 'all')}`)"
+    manifest = load_manifest(path, how)
+    changed = modified_files(folder, manifest, formats_of(manifest, artifact.name))
+    check_unmodified(changed, allow_modified, lambda fmt: rewrite_command(folder, manifest, fmt))
 
 
 def image_size(spec: TensorSpec, artifact: Path) -> int:
@@ -100,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         close_session(session)
-    names = find_labels(args.artifact, outputs.shape[-1])
+    names = class_names_of(args.artifact, outputs.shape[-1])
     # the .tflite app files give probabilities already; the others give logits
     scores = outputs if gives_probabilities(session.output) else softmax(outputs)
     for path, probabilities in zip(args.images, scores, strict=True):

@@ -43,21 +43,33 @@ def read_labels(path: Path, num_classes: int, fix: str) -> list[str]:
     """LABELS_FILE's class names, line i class i, checked as `toolkit train` checks class names
     (no control characters: a \\r would split a name in the packed .tflite labels) and against
     the model's `num_classes`; any other file is a UsageError ending in `or FIX`."""
-    from toolkit.data.dataset import check_class_name_characters  # train's rule
-
     try:
         text = path.read_bytes().decode("utf-8")  # not read_text: it turns \r into \n
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(
             f"{path} cannot be read ({first_line(exc)}): save it as UTF-8, or {fix}"
         ) from exc
+    return parse_labels(text, num_classes, str(path), fix)
+
+
+def parse_labels(text: str, num_classes: int, where: str, fix: str) -> list[str]:
+    """The class names of LABELS_FILE content `text` (from `where`: a file, or the labels packed
+    in a .tflite), checked by `check_labels`."""
     names = text.split("\n")  # as labels_text joins them: only \n ends a line
     if names[-1] == "":
         names.pop()
-    check_class_name_characters(names, str(path), f"write the names without them, or {fix}")
+    return check_labels(names, num_classes, where, fix)
+
+
+def check_labels(names: list[str], num_classes: int, where: str, fix: str) -> list[str]:
+    """`names` (from `where`), checked as `read_labels` checks a LABELS_FILE's lines: no control
+    characters, one per model output; else a UsageError ending in `or FIX`."""
+    from toolkit.data.dataset import check_class_name_characters  # train's rule
+
+    check_class_name_characters(names, where, f"write the names without them, or {fix}")
     if len(names) != num_classes:
         raise UsageError(
-            f"{path} has {len(names)} class names but the model has {num_classes} classes: "
+            f"{where} has {len(names)} class names but the model has {num_classes} classes: "
             f"write one name per line (line i: class i), or {fix}"
         )
     return names

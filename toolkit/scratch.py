@@ -21,7 +21,7 @@ PREFIX = "toolkit"
 _NAME = re.compile(rf"{PREFIX}-[a-z]+-(\d+)-[a-z0-9_]{{8}}")
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     """Whether a process `pid` exists (signal 0 checks without signalling)."""
     try:
         os.kill(pid, 0)
@@ -45,7 +45,7 @@ def remove_dead_scratch(root: str | Path | None = None) -> list[Path]:
     dead = []
     for path in entries:
         match = _NAME.fullmatch(path.name)
-        if match is None or int(match.group(1)) <= 0 or _alive(int(match.group(1))):
+        if match is None or int(match.group(1)) <= 0 or pid_alive(int(match.group(1))):
             continue
         try:
             if path.is_symlink() or not path.is_dir() or path.stat().st_uid != os.getuid():

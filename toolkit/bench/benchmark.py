@@ -310,9 +310,9 @@ def bench_run(folder: str | Path | BenchOptions, quiet: bool = True, **options) 
         n = len(plan.cells())
         print(f"benchmarking {n} rows of {plan.run_dir} ({plan.command})", flush=True)
     result = run_suite(plan)  # one progress line per row on stderr; the table at the end
-    paths = write_outputs(result, plan.run_dir)
-    if not quiet:
+    if not quiet:  # shown before writing: a full disk then loses no measurement
         print(terminal_table(result))
+    paths = write_outputs(result, plan.run_dir)
     return Benched(result, paths)
 
 

@@ -8,6 +8,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
+from toolkit import atomic
 from toolkit.argtypes import finite_float, positive_int
 from toolkit.bench import interleaved
 from toolkit.bench.benchmark import DEFAULT_SECONDS, BenchOptions, bench_interleaved, bench_run
@@ -71,11 +72,17 @@ def options_from(args: argparse.Namespace) -> BenchOptions:
 def run(args: argparse.Namespace) -> int:
     """Bench (or time side by side), print the table and the files written."""
     options = options_from(args)
-    if options.interleaved:
-        benched = bench_interleaved(options)
-        print(interleaved.markdown(benched.result), end="")
-    else:
-        benched = bench_run(options, quiet=False)
+    try:
+        if options.interleaved:
+            benched = bench_interleaved(options)
+            print(interleaved.markdown(benched.result), end="")
+        else:
+            benched = bench_run(options, quiet=False)
+    except OSError as exc:  # a full disk: one line; each file written whole or left as it was
+        fault = atomic.full_disk_error(exc)
+        if fault is None:
+            raise
+        raise fault from None
     for path in benched.files:
         print(f"   {path.name:10s} -> {path}")
     if not options.interleaved and len(benched.files) < len(BENCH_FILES):

@@ -8,7 +8,6 @@ from pathlib import Path
 from toolkit import atomic
 from toolkit.bench.benchmark import bench_run
 from toolkit.bench.report import terminal_table
-from toolkit.data import load_data
 from toolkit.errors import UsageError
 from toolkit.evaluate import evaluate_run
 from toolkit.export import export_run
@@ -46,7 +45,6 @@ def run_demo(
         if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
             raise UsageError(f"{run_dir} already exists: pass another --out")
         atomic.check_writable(run_dir / CONFIG_FILE, "--out", "pass --out DIR in a writable place")
-    calib_samples = min(500, len(load_data(data).y_train))
     passed = True
     for model in DEMO_MODELS:
         run_dir = root / model
@@ -58,8 +56,8 @@ def run_demo(
             f"on {result['samples']} images",
             flush=True,
         )
-        print(f"== {model}: exporting every format ({calib_samples} calibration images)")
-        exported = export_run(run_dir, "all", calib_samples=calib_samples)
+        print(f"== {model}: exporting every format")
+        exported = export_run(run_dir, "all")  # int8: export's calibration count rule
         print(f"   run folder: {run_dir}")
         for name in RUN_FILES:
             print(f"   {name:22s} -> {run_dir / name}")

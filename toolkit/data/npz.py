@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import sys
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from toolkit.data.cifar import CIFAR10_CLASSES
 from toolkit.data.dataset import Dataset, check_class_name_characters
 from toolkit.data.split import require_images, split_dataset
 from toolkit.errors import UsageError
 
 EXPECTED = "expected keys x (N,H,W,3 uint8) and y (N,) int labels"
+_SAID: set[str] = set()  # npz files whose index names were said in this process
 
 
 def load_npz(arg: str | None, seed: int = 0, val_fraction: float | None = None) -> Dataset:
@@ -99,7 +100,7 @@ def _labels(y: np.ndarray, path: Path) -> np.ndarray:
 
 
 def _class_names(names: np.ndarray | None, y: np.ndarray, path: Path) -> list[str]:
-    """Stored names, CIFAR-10 names for the CIFAR-10 sample, else "0".."K-1".
+    """Stored names, else "0".."K-1" (said once, never guessed from the file name).
 
     Without stored names every label 0..K-1 must have an image (UsageError otherwise).
     """
@@ -123,7 +124,20 @@ def _class_names(names: np.ndarray | None, y: np.ndarray, path: Path) -> list[st
             f"({shown}), so the model would get {missing.size} classes it never sees: relabel "
             f"y to 0..{k - missing.size - 1}, or store class_names (one per index) to keep them"
         )
-    stem = path.name.lower().replace("-", "").replace("_", "")
-    if k == 10 and "cifar10" in stem and "cifar100" not in stem:
-        return list(CIFAR10_CLASSES)
+    say_index_names(path, k)
     return [str(i) for i in range(k)]
+
+
+def say_index_names(path: Path, k: int) -> None:
+    """Say, once per file and process, that an npz without class_names has classes 0..K-1 (its
+    names are never guessed from its file name)."""
+    key = str(path.resolve())
+    if key in _SAID:
+        return
+    _SAID.add(key)
+    print(
+        f"toolkit: npz file {path} has no class_names: its {k} classes are named 0..{k - 1} "
+        "(store class_names in it, one per index, to name them)",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -33,7 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--calib-samples",
         type=int,
         metavar="N",
-        help=f"int8 formats: calibration images (default {DEFAULT_CALIB_SAMPLES})",
+        help=f"int8 formats: calibration images (default {DEFAULT_CALIB_SAMPLES}, or all the "
+        "training images where fewer)",
     )
     p.add_argument(
         "--opset",

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.accuracy import top1, top1_vs_reference
+from toolkit.accuracy import MAX_DROP_POINTS, top1, top1_vs_reference
+from toolkit.atomic import full_disk
 from toolkit.errors import UsageError, first_line
 from toolkit.export.onnx import fp32_onnx
 from toolkit.export.onnx_int8 import OnnxRecipe, onnx_int8_bytes
@@ -113,14 +114,16 @@ ONNX_SEARCH = SearchSpace(
 
 
 def check_budget(points: float) -> float:
-    """A finite number of top-1 points >= 0 (UsageError otherwise): a negative budget would ask
-    int8 to beat the float model, which only validation noise "meets"."""
+    """A finite number of top-1 points from 0 to MAX_DROP_POINTS (UsageError otherwise): a
+    negative budget would ask int8 to beat the float model, which only validation noise
+    "meets"; a larger one than any drop can be limits nothing."""
     if not math.isfinite(points):
         raise UsageError(f"--max-accuracy-drop must be a finite number of points, got {points}")
-    if points < 0:
+    if not 0 <= points <= MAX_DROP_POINTS:
         raise UsageError(
-            f"--max-accuracy-drop must be 0 or more top-1 points (the most the int8 file may "
-            f"lose against the float model), got {points:g}: pass e.g. 1"
+            f"--max-accuracy-drop must be 0 or more top-1 points, at most {MAX_DROP_POINTS:g} "
+            f"(the most the int8 file may lose against the float model), got {points:.15g}: pass "
+            "e.g. 1"
         )
     return float(points)
 
@@ -201,6 +204,8 @@ def search(
             file.write_bytes(space.build(src, recipe, name))
             row.update(_judge(file, space.runtime, src, protocol))
         except Exception as exc:  # noqa: BLE001  (a recipe the converter rejects is skipped)
+            if full_disk(exc) is not None:  # not the recipe's fault: the search stops
+                raise
             row["error"] = f"{type(exc).__name__}: {first_line(exc)[:200]}"
         else:
             row["drop_points"] = 100.0 * (reference - row["top1"])

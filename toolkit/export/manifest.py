@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from toolkit import atomic
 from toolkit.export.metadata import ModelInfo
 from toolkit.export.oplist import op_names
 from toolkit.export.signature import INPUT_NAME, OUTPUT_NAME, PROBABILITIES, SIGNATURE_KEY
@@ -15,7 +14,7 @@ from toolkit.export.validate import ArtifactInfo
 from toolkit.formats import Format
 from toolkit.manifest import edit_manifest, read_manifest, sha256
 from toolkit.models.macs import count_macs
-from toolkit.runfolder import EXPORT_DIR, LABELS_FILE, MANIFEST_FILE, MODEL_FILE, labels_text
+from toolkit.runfolder import EXPORT_DIR, MANIFEST_FILE, MODEL_FILE
 from toolkit.runtimes.gpu_check import gpu_acceleration
 from toolkit.versions import versions
 
@@ -122,7 +121,6 @@ def update_manifest(out: Path, head: dict, fmt: str, entry: dict) -> dict:
         artifacts[fmt] = entry
         return {**head, "artifacts": artifacts}
 
-    atomic.write_text(out / LABELS_FILE, labels_text(head["class_names"]))
     return edit_manifest(out, merged)
 
 

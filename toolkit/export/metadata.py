@@ -23,6 +23,7 @@ import flatbuffers
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
+from toolkit.classnames import packed_files  # noqa: F401  (their reader, re-exported)
 from toolkit.export.tflite import packed_model
 from toolkit.runfolder import LABELS_FILE, labels_text  # the packed labels file has the run's name
 
@@ -179,12 +180,3 @@ def read_metadata(data: bytes) -> bytes | None:
         if entry.Name().decode() == METADATA_NAME:
             return model.Buffers(entry.Buffer()).DataAsNumpy().tobytes()
     return None
-
-
-def packed_files(data: bytes) -> dict[str, bytes]:
-    """The associated files packed after the flatbuffer ({} when there are none)."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            return {name: zf.read(name) for name in zf.namelist()}
-    except zipfile.BadZipFile:
-        return {}

@@ -26,7 +26,7 @@ class ExportSource:
     model: keras.Model
     opset: int
     calib_data: str | None
-    calib_samples: int
+    calib_samples: int | None  # None: not asked (`calib_count` decides); the count once drawn
     scratch: Path
     # the .tflite files end in a softmax (app files give probabilities); False for the
     # one-op models of verify's op level, whose output is the op's own
@@ -53,8 +53,11 @@ class ExportSource:
 
     @cached_property
     def calibration(self) -> np.ndarray:
-        """The calibration images (UsageError when the data does not fit)."""
-        return calibration_images(self.run, self.input_shape, self.calib_data, self.calib_samples)
+        """The calibration images (UsageError when the data does not fit); `calib_samples`
+        becomes their count, as model.json records it."""
+        images = calibration_images(self.run, self.input_shape, self.calib_data, self.calib_samples)
+        self.calib_samples = len(images)
+        return images
 
     def memo(self, key: str, build: Callable[[], Any]) -> Any:
         """build() once per export; later calls with `key` return the same object."""

@@ -1,31 +1,46 @@
 """`ship_run`: bring the run up to date, pick a file per target, and write the bundle folder.
 
 The bundle is built in a scratch folder beside --out and renamed into place: an interrupted ship
-leaves no half bundle (and its scratch folder is removed by the next one). Like `yolo export`,
-which replaces its earlier output, ship replaces an earlier bundle at --out (a folder whose
-model.json has a `ship` record), or fills an empty folder; any other existing --out is refused,
-so that it never deletes files it did not write.
+leaves no half bundle (and its scratch folder is removed by the next one; an earlier bundle a
+killed ship had moved aside is put back). Like `yolo export`, which replaces its earlier output,
+ship replaces an earlier bundle at --out (a folder whose model.json has a `ship` record), or
+fills an empty folder; any other existing --out is refused. Of an earlier bundle it replaces
+only the files it wrote (owned.py): the rest is carried into the new one, and named. A full disk
+is one line (RunError), with the earlier bundle as it was.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from toolkit import atomic
 from toolkit.argtypes import ALL, choose_names
-from toolkit.errors import UsageError
+from toolkit.classnames import class_names_of
+from toolkit.errors import RunError, UsageError
 from toolkit.formats import FORMATS
 from toolkit.manifest import sha256
-from toolkit.runfolder import LABELS_FILE, MANIFEST_FILE, Run, open_run
-from toolkit.scratch import PREFIX, remove_dead_scratch
+from toolkit.runfolder import LABELS_FILE, MANIFEST_FILE, Run, labels_text, open_run
+from toolkit.scratch import PREFIX, pid_alive, remove_dead_scratch
 from toolkit.ship.card import CARD_FILE, model_card
 from toolkit.ship.npm import TASKS_VISION, package_dir
+from toolkit.ship.owned import (
+    FILES_KEY,
+    SHIP_KEY,
+    Earlier,
+    carry,
+    check_keeps,
+    earlier_bundle,
+    listing,
+    planned_paths,
+)
 from toolkit.ship.picks import DEFAULT_MAX_DROP, Measurements, Pick, check_budget, choose
 from toolkit.ship.readme import README_FILE, bundle_readme
 from toolkit.ship.report import write_report
@@ -40,7 +55,7 @@ from toolkit.ship.targets import TARGETS
 from toolkit.ship.webapp import WEB_NOTES, write_web_app
 
 SHIP_DIR = "ship"  # the default --out: RUN/ship
-SHIP_KEY = "ship"  # the bundle's model.json record of the picks; marks a folder as a bundle
+OLD = "old"  # scratch kind of an earlier bundle moved aside while the new one takes its place
 
 
 @dataclass(frozen=True)
@@ -49,8 +64,9 @@ class Shipped:
 
     out: Path
     picks: dict[str, Pick]
-    files: tuple[str, ...]  # paths in the bundle, relative to it
+    files: tuple[str, ...]  # paths in the bundle ship wrote, relative to it
     stages: StagePlan
+    kept: Earlier | None = None  # what an earlier bundle held that ship did not write: kept
 
 
 def is_bundle(folder: Path) -> bool:
@@ -60,9 +76,10 @@ def is_bundle(folder: Path) -> bool:
     return SHIP_KEY in read_json(folder / MANIFEST_FILE)
 
 
-def check_out(out: Path) -> None:
+def check_out(out: Path, targets: Iterable[str] = ()) -> None:
     """A UsageError, before any work, unless `out` can become the bundle: absent, an empty
-    folder or an earlier bundle, in a folder where a new one can be made."""
+    folder or an earlier bundle, in a folder where a new one can be made, holding no file of
+    the user's where a bundle for `targets` may write one."""
     way = "pass --out NEW_FOLDER"
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file: {way}")
@@ -71,11 +88,15 @@ def check_out(out: Path) -> None:
             f"--out {out} is a folder with files that are not a bundle of `toolkit ship`: "
             f"{way}, or empty it (ship replaces only its own bundles)"
         )
+    check_keeps(out, earlier_bundle(out), planned_paths(targets))
     atomic.check_writable_folder_above(out.resolve(), f"--out {out}", way)
 
 
-def bundle_manifest(m: Measurements, picks: dict[str, Pick], max_drop: float) -> dict:
-    """The run's model.json with only the shipped files' entries, and the picks under `ship`."""
+def bundle_manifest(
+    m: Measurements, picks: dict[str, Pick], max_drop: float, files: dict[str, str]
+) -> dict:
+    """The run's model.json with only the shipped files' entries, and under `ship` the picks
+    and every other file of the bundle (`files`: path -> sha256)."""
     formats = {p.format for p in picks.values()}
     manifest = {k: v for k, v in m.manifest.items() if k != "artifacts"}
     manifest["artifacts"] = {f: e for f, e in m.manifest["artifacts"].items() if f in formats}
@@ -85,6 +106,7 @@ def bundle_manifest(m: Measurements, picks: dict[str, Pick], max_drop: float) ->
         "bench": {"date": m.bench.get("date"), "machine": m.bench.get("machine")},
         "verify": {"date": m.verify.get("date")},
         "picks": {name: asdict(p) for name, p in picks.items()},
+        FILES_KEY: files,
     }
     return manifest
 
@@ -106,16 +128,18 @@ def copy_files(run: Run, m: Measurements, picks: dict[str, Pick], folder: Path) 
         for companion in FORMATS[pick.format].companions:
             shutil.copyfile(run.export_dir / companion, folder / companion)
             names.append(companion)
-    shutil.copyfile(run.export_dir / LABELS_FILE, folder / LABELS_FILE)
+    first = run.export_dir / next(iter(picks.values())).file  # named as predict names them
+    classes = class_names_of(first, int(run.config["dataset"]["num_classes"]))
+    atomic.write_text(folder / LABELS_FILE, labels_text(classes))
     return [*names, LABELS_FILE]
 
 
 def write_bundle(
     run: Run, m: Measurements, picks: dict[str, Pick], max_drop: float, folder: Path
-) -> None:
-    """Every file of the bundle into `folder` (the scratch folder renamed to --out after)."""
+) -> dict[str, str]:
+    """Every file of the bundle into `folder` (the scratch folder renamed to --out after);
+    model.json last, listing the others, whose listing (path -> sha256) it returns."""
     copy_files(run, m, picks, folder)
-    atomic.write_json(folder / MANIFEST_FILE, bundle_manifest(m, picks, max_drop))
     atomic.write_text(folder / CARD_FILE, model_card(run, picks, m, max_drop))
     write_report(folder, run.path, picks)
     notes = None
@@ -124,13 +148,16 @@ def write_bundle(
         notes = WEB_NOTES
     name = f"{run.config['options']['model']}-{run.config['options']['preset']}"
     atomic.write_text(folder / README_FILE, bundle_readme(name, picks, m.manifest, notes))
+    files = listing(folder)
+    atomic.write_json(folder / MANIFEST_FILE, bundle_manifest(m, picks, max_drop, files))
+    return files
 
 
 def publish(folder: Path, out: Path) -> None:
     """Rename the finished `folder` to `out`, replacing an earlier bundle or empty folder there."""
     old = None
     if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-old-{os.getpid()}-", dir=out.parent))
+        old = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-{OLD}-{os.getpid()}-", dir=out.parent))
         os.replace(out, old / out.name)
     try:
         os.replace(folder, out)
@@ -141,6 +168,44 @@ def publish(folder: Path, out: Path) -> None:
     finally:
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+
+
+def restore_interrupted(folder: Path) -> list[Path]:
+    """Put back each earlier bundle in `folder` that a killed ship had moved aside (between
+    `publish`'s two renames) and whose place is still empty; return them."""
+    pattern = re.compile(rf"{PREFIX}-{OLD}-(\d+)-[a-z0-9_]{{8}}")
+    if not folder.is_dir():
+        return []
+    restored = []
+    for aside in sorted(folder.iterdir()):
+        match = pattern.fullmatch(aside.name)
+        if match is None or pid_alive(int(match.group(1))) or not aside.is_dir():
+            continue
+        for earlier in aside.iterdir():
+            if not (folder / earlier.name).exists():
+                os.replace(earlier, folder / earlier.name)
+                restored.append(folder / earlier.name)
+    return restored  # the emptied folders go with the other dead scratch
+
+
+@contextmanager
+def full_disk_stops(out: Path, writing: str | None, fallback: Path) -> Iterator[None]:
+    """Inside: a full disk (an OSError, or an error raised from one) is a one-line RunError
+    naming what it was `writing` (default: the file, else `fallback`); --out is as it was."""
+    had = is_bundle(out)
+    try:
+        yield
+    except Exception as exc:
+        full = atomic.full_disk(exc)
+        if full is None:
+            raise
+        reason = (full.strerror or os.strerror(full.errno)).lower()
+        what = writing or full.filename or fallback
+        state = f"the earlier bundle {out} is unchanged" if had else f"nothing was written to {out}"
+        raise RunError(
+            f"{reason} writing {what}: free space and run the same `toolkit ship` again "
+            f"(what is already exported, verified and benched is reused); {state}"
+        ) from None
 
 
 def _umask() -> int:
@@ -164,32 +229,45 @@ def ship_run(
     """Bring RUN's exports, verify.json and bench.json up to date for `targets`, pick the
     fastest file within `max_drop` top-1 points per target, and write the bundle to `out`
     (default RUN/ship). Bad input is a UsageError raised before any work; a target with
-    nothing within budget is one too, and nothing is written to `out` then."""
+    nothing within budget is one too, and nothing is written to `out` then. A full disk is a
+    one-line RunError, with `out` as it was."""
     names = choose_names(targets, TARGETS, "--target")
     max_drop = check_budget(max_drop)
     if bench_seconds is not None and not 0 < bench_seconds < float("inf"):
         raise UsageError(f"--bench-seconds must be a positive number, not {bench_seconds}")
     opened = open_run(run)
     out = Path(out) if out is not None else opened.path / SHIP_DIR
-    check_out(out)
+    restore_interrupted(out.parent)  # before a dead ship's scratch folders are removed
+    check_out(out, names)
     if "web" in names:  # the web app copies MediaPipe's files from npm: fetched before any work
         package_dir(TASKS_VISION)
     plan = plan_stages(opened, names)
     check_stage_outputs(opened, plan)
-    run_stages(opened, plan, bench_seconds, (lambda line: None) if quiet else print)
+    with full_disk_stops(out, None, opened.path):
+        run_stages(opened, plan, bench_seconds, (lambda line: None) if quiet else print)
     m = read_measurements(opened.path)
     picks = choose(m, names, max_drop)
+    with full_disk_stops(out, f"the bundle {out}", out):
+        files, kept = _bundle(opened, m, picks, max_drop, out)
+    return Shipped(out, picks, files, plan, kept)
+
+
+def _bundle(
+    run: Run, m: Measurements, picks: dict[str, Pick], max_drop: float, out: Path
+) -> tuple[tuple[str, ...], Earlier]:
+    """Write the bundle in a scratch folder beside `out`, carry in what `out` keeps, and put it
+    in place; return its files and what was kept. On failure, `out` is as it was."""
     created = _created_parents(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    remove_dead_scratch(out.parent)  # what a killed ship left beside its bundle
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        remove_dead_scratch(out.parent)  # what a killed ship left beside its bundle
         folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-ship-{os.getpid()}-", dir=out.parent))
-        os.chmod(folder, 0o777 & ~_umask())  # mkdtemp's is 0700: a bundle is for others too
         try:
-            write_bundle(opened, m, picks, max_drop, folder)
-            files = tuple(
-                str(p.relative_to(folder)) for p in sorted(folder.rglob("*")) if p.is_file()
-            )
+            os.chmod(folder, 0o777 & ~_umask())  # mkdtemp's is 0700: a bundle is for others too
+            files = tuple(sorted([MANIFEST_FILE, *write_bundle(run, m, picks, max_drop, folder)]))
+            kept = earlier_bundle(out)  # again: the user may have added files meanwhile
+            check_keeps(out, kept, set(files))
+            carry(out, folder, kept.keeps)
             publish(folder, out)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -200,4 +278,4 @@ def ship_run(
             except OSError:
                 break
         raise
-    return Shipped(out, picks, files, plan)
+    return files, kept

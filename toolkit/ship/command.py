@@ -21,8 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=finite_float,
         default=DEFAULT_MAX_DROP,
         metavar="P",
-        help="ship per target the fastest file whose test top-1 is at most P points below the "
-        f"float model's (default {DEFAULT_MAX_DROP:g}); none within: exit 2",
+        help="ship per target the fastest file whose test top-1 is at most P points (0 to "
+        f"100) below the float model's (default {DEFAULT_MAX_DROP:g}); none within: exit 2",
     )
     p.add_argument(
         "--target",
@@ -36,7 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--out",
         type=Path,
         metavar="DIR",
-        help="bundle folder (default RUN/ship); an earlier bundle there is replaced",
+        help="bundle folder (default RUN/ship); of an earlier bundle there, the files ship "
+        "wrote are replaced and any others kept",
     )
     p.add_argument(
         "--bench-seconds",
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     from toolkit.errors import UsageError
     from toolkit.export.errors import ExportError
     from toolkit.ship.bundle import SHIP_DIR, ship_run
+    from toolkit.ship.owned import kept_line
     from toolkit.ship.readme import REPORT_FILE, WEB_DIR
     from toolkit.ship.serve import bind, url
 
@@ -108,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
             print("export, verify.json and bench.json are current: reused")
         print(pick_table(shipped.picks))
         print(f"bundle: {shipped.out} ({len(shipped.files)} files)")
+        if shipped.kept is not None and (line := kept_line(shipped.out, shipped.kept)):
+            print(line)
         if server is None:
             return 0
         print(f"serving {shipped.out} at {url(server)} (Ctrl-C stops)", flush=True)

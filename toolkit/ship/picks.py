@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from toolkit.accuracy import MAX_DROP_POINTS
 from toolkit.errors import UsageError
 from toolkit.formats import FORMATS
 from toolkit.ship.targets import TARGETS, Target
@@ -56,11 +57,13 @@ class Measurements:
 
 
 def check_budget(max_drop: float) -> float:
-    """The budget in points, or a UsageError: a finite number >= 0."""
-    if not (isinstance(max_drop, int | float) and math.isfinite(max_drop) and max_drop >= 0):
+    """The budget in points, or a UsageError: a number from 0 to MAX_DROP_POINTS."""
+    number = isinstance(max_drop, int | float) and math.isfinite(max_drop)
+    if not (number and 0 <= max_drop <= MAX_DROP_POINTS):
         raise UsageError(
-            f"--max-accuracy-drop must be a number of top-1 points >= 0, got {max_drop!r}: "
-            "e.g. 0.5 ships the fastest file at most half a point below the float model"
+            f"--max-accuracy-drop must be a number of top-1 points from 0 to {MAX_DROP_POINTS:g}, "
+            f"got {max_drop!r}: e.g. 0.5 ships the fastest file at most half a point below the "
+            "float model"
         )
     return float(max_drop)
 

@@ -234,17 +234,6 @@ def check_stage_outputs(run: Run, plan: StagePlan) -> None:
         atomic.check_writable(path, hint=hint)
 
 
-def calib_samples(run: Run, formats: Iterable[str]) -> int | None:
-    """Calibration images for the int8 formats among `formats`: export's default, or the whole
-    training split where it is smaller (None: export's default, or no format calibrates)."""
-    from toolkit.export.calibration import DEFAULT_CALIB_SAMPLES
-
-    if not any("calib_samples" in FORMATS[f].options for f in formats):
-        return None
-    train = ((run.config.get("dataset") or {}).get("splits") or {}).get("train")
-    return train if isinstance(train, int) and 0 < train < DEFAULT_CALIB_SAMPLES else None
-
-
 def run_stages(
     run: Run, plan: StagePlan, bench_seconds: float | None, say: Callable[[str], None]
 ) -> None:
@@ -254,7 +243,7 @@ def run_stages(
     if plan.export:
         from toolkit.export.pipeline import export_run
 
-        export_run(run.path, list(plan.export), calib_samples=calib_samples(run, plan.export))
+        export_run(run.path, list(plan.export))  # int8: export's calibration count rule
     if plan.verify:
         from toolkit.verify.saving import manifest_writable, save_report
         from toolkit.verify.suite import verify_run

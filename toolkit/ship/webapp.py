@@ -32,7 +32,8 @@ LIBRARY_FILES = (
     "wasm/vision_wasm_nosimd_internal.js",
     "wasm/vision_wasm_nosimd_internal.wasm",
 )
-APP_FILES = ("app.js", "app.css")  # copied as they are; index.html is filled in
+APP_FILES = ("app.js", "app.css")  # copied as they are; the page is filled in
+PAGE_FILE = "index.html"
 MAX_RESULTS = 3  # classes shown per image
 USAGE_LOG_URL = "https://odml.pa.googleapis.com/v1/log"  # where tasks-vision POSTs its metrics
 # what the page may load: its own folder; WebAssembly compiled from it; the user's images as
@@ -58,6 +59,12 @@ works offline and sends nothing; the browser logs the refusal as a CSP violation
 console. To let the metrics through, add `https://odml.pa.googleapis.com` to `connect-src` in
 `web/index.html`.
 """
+
+
+def web_paths(model_file: str) -> list[str]:
+    """The files `write_web_app` writes for a web pick of `model_file`, relative to the bundle."""
+    names = [f"{LIBRARY_DIR}/{name}" for name in LIBRARY_FILES]
+    return [f"{WEB_DIR}/{name}" for name in (*names, *APP_FILES, PAGE_FILE, model_file)]
 
 
 def write_web_app(bundle_dir: Path, run_dir: Path, pick: Pick) -> Path:
@@ -89,8 +96,8 @@ def write_web_app(bundle_dir: Path, run_dir: Path, pick: Pick) -> Path:
         sources = resources.files("toolkit.ship") / WEB_DIR
         for name in APP_FILES:
             (temp / name).write_text((sources / name).read_text(encoding="utf-8"))
-        page = Template((sources / "index.html").read_text(encoding="utf-8"))
-        (temp / "index.html").write_text(page.substitute(_page_fields(run_dir, pick)))
+        page = Template((sources / PAGE_FILE).read_text(encoding="utf-8"))
+        (temp / PAGE_FILE).write_text(page.substitute(_page_fields(run_dir, pick)))
         if target.exists():
             shutil.rmtree(target)
         temp.rename(target)

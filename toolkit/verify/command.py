@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from toolkit import atomic
 from toolkit.argtypes import ALL, finite_float
 from toolkit.errors import UsageError
 from toolkit.runfolder import EXPORT_DIR, MANIFEST_FILE, VERIFY_FILE, VERIFY_LAYERS_PLOT
@@ -139,8 +140,14 @@ def run(args: argparse.Namespace) -> int:
             ops=args.ops,
             allow_modified=args.allow_modified,
         )
-    saved = save_report(args.run, report, report_path(args.run, args.json), record)
-    print_report(report)
+    print_report(report)  # before writing: a full disk then loses no result
+    try:
+        saved = save_report(args.run, report, report_path(args.run, args.json), record)
+    except OSError as exc:  # one line; the report and model.json each whole, new or as they were
+        fault = atomic.full_disk_error(exc)
+        if fault is None:
+            raise
+        raise fault from None
     print(f"report: {saved.report}")
     if saved.plot is not None:
         print(f"plot: {saved.plot}")
