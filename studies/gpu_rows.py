@@ -22,8 +22,15 @@ overruns its budget is stopped and reads "failed"; a training row stops itself b
 - paper-vit-lsa, paper-vit, paper-shiftvit (not in the default rows: each wants a call of its
   own): the `paper-cifar` preset, the SPT/LSA paper's CIFAR-10 recipe, trained as above to the
   paper's CIFAR-10 top-1 (SL-ViT 94.53%, ViT 93.58%; the ShiftViT of as many MACs runs to the
-  ViT's). Its 300 epochs outlast a call: the row also gives the minutes the whole recipe would
-  take at the measured speed (`recipe_minutes`), and reads "not measured" without a GPU.
+  ViT's). The row also gives the minutes the whole recipe would take at the measured speed
+  (`recipe_minutes`), and reads "not measured" without a GPU. Every training row is fed as
+  `toolkit train --device-data` feeds it (`--device-data`, default auto: on a GPU the split
+  lives on the device, augmented and mixed in the step); `--batch-size` trains at another
+  batch with the learning rate scaled by the square-root rule (`scaled_recipe`); with
+  `--run-dir` the state is saved after every epoch and the next call continues the recipe.
+- input-path: `studies.input_path` on the `paper-cifar` ViT-LSA, bf16, batches 128, 512 and
+  1024: images/s of the host-fed input path, the device-resident one and the step alone (item
+  1 of the GPU question: where a step's time goes).
 - two-process: `toolkit train --strategy multi-process`, two processes on loopback, each on
   half of the GPUs (CUDA_VISIBLE_DEVICES), ShiftViT, 2 epochs: images/s of epoch 2 from Keras'
   epoch line (ms/step, rounded to the ms), and whether both processes hold equal weights. Needs
@@ -67,12 +74,20 @@ e.g. train-shiftvit 9.5, train-vit-lsa 8.5, two-process,ort-cuda 6):
       && python3 -m studies.gpu_rows --minutes 9 --data tar:.gpu/cifar10-jpeg.tar.gz \
          --onnx .gpu/onnx --json $OUT/gpu_rows.json 2>&1 | tee $OUT/gpu_rows.log
 
-The paper rows, one per call (300 epochs outlast any call: the row measures the speed, the
-minutes the whole recipe would take, and the validation top-1 its budget reaches), after the
-same pip line and exports:
+The paper recipe, one call (after the same pip line; the exports are not needed): first the
+input paths (about 2 minutes), then the whole `paper-cifar` ViT-LSA from the device
+(300 epochs in 9 minutes needs about 28,000 images/s), its state saved after every epoch:
 
-    python3 -m studies.gpu_rows --minutes 9 --rows paper-vit-lsa \
-         --data tar:.gpu/cifar10-jpeg.tar.gz --json $OUT/gpu_rows.json 2>&1 | tee $OUT/gpu_rows.log
+    python3 -m studies.gpu_rows --minutes 9.5 --rows input-path,paper-vit-lsa \
+         --data tar:.gpu/cifar10-jpeg.tar.gz --run-dir .gpu/runs --json $OUT/gpu_rows.json \
+         2>&1 | tee $OUT/gpu_rows.log; cp -r .gpu/runs $OUT/
+
+A call that ends before the recipe does leaves RUN_DIR/paper-vit-lsa/checkpoint/state.npz
+(the weights and AdamW's two moments: 8.19 M float32 values, 33 MB, for the ViT-LSA): copy
+files_at/runs back to .gpu/runs and run the same command with --rows paper-vit-lsa; it
+continues from the last complete epoch (the carry is then about 56 MB with the data and the
+wheels: leave the .onnx folder out). `--batch-size 512` (the learning rate scaled by the
+square-root rule) is the next try if batch 128 runs short of the speed.
 
 --minutes counts the rows; pip and the Python start before them take some 15 seconds. The tree
 travels without .git: note the commit beside the JSON ("commit" reads null there). The
@@ -95,7 +110,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -154,6 +169,7 @@ PLAN = (
     RowSpec("train-vit-lsa", "ViT-LSA on JAX, bf16, one GPU: images/s, accuracy at budget", 0.34),
     RowSpec("two-process", "--strategy multi-process, two processes on the GPUs", 0.10),
     RowSpec("ort-cuda", "ONNX Runtime CUDA latency, CUDA graphs on and off", 0.12),
+    RowSpec("input-path", "paper-cifar ViT-LSA: host vs device input path vs step alone", 0.25),
     RowSpec("paper-vit-lsa", "paper-cifar ViT-LSA: images/s, minutes to the paper's 94.53%", 0.34),
     RowSpec("paper-vit", "paper-cifar ViT: images/s, minutes to the paper's 93.58%", 0.34),
     RowSpec("paper-shiftvit", "paper-cifar ShiftViT: images/s, minutes to the ViT's 93.58%", 0.34),
@@ -194,23 +210,55 @@ def plan(minutes: float, rows: tuple[str, ...]) -> list[dict]:
 # --- the children: one training row, or a device probe ----------------------------------------
 
 
-def child_train(model_name: str, preset_name: str, spec: str, ends_at: float) -> dict:
+def scaled_recipe(preset, batch_size: int | None):
+    """`preset` at `batch_size` (None: its own), its learning rates (peak and start) scaled by
+    the square root of the batch ratio, the rule for Adam-family optimizers (Malladi et al.
+    2022, "On the SDEs and Scaling Rules for Adaptive Gradient Algorithms"); warm-up stays the
+    same share of the steps."""
+    recipe = preset.train
+    if batch_size is None or batch_size == recipe.batch_size:
+        return preset
+    factor = math.sqrt(batch_size / recipe.batch_size)
+    scaled = replace(
+        recipe,
+        batch_size=batch_size,
+        lr_max=recipe.lr_max * factor,
+        lr_start=recipe.lr_start * factor,
+    )
+    return replace(preset, train=scaled)
+
+
+def child_train(
+    model_name: str,
+    preset_name: str,
+    spec: str,
+    ends_at: float,
+    device_data: str = "auto",
+    batch_size: int | None = None,
+    run_dir: Path | None = None,
+) -> dict:
     """One training row in this process (KERAS_BACKEND=jax) that ends by `ends_at` (time.time()):
     steady images/s, compile time, minutes to the target top-1 (on validation: `target_of`),
-    test top-1 where training stopped. The preset's whole recipe, as `toolkit train` runs it."""
+    test top-1 where training stopped. The preset's whole recipe, as `toolkit train` runs it:
+    fed from the device when `device_data` says so (`toolkit train --device-data`), at
+    `batch_size` with the learning rate scaled by `scaled_recipe`'s rule. With a `run_dir` the
+    state is saved there after every epoch and a later call continues from it: a row stops at
+    an epoch's end when the next would overrun its budget."""
     started = time.perf_counter()
     import jax
     import keras
     import numpy as np
 
-    from toolkit.data import eval_dataset, stats_images, train_dataset, training_model
+    from toolkit.data import eval_dataset, stats_images
     from toolkit.data.specs import load_data
     from toolkit.evaluate import evaluate_model
-    from toolkit.models import MODELS, build_model, channel_stats, get_preset
-    from toolkit.training.train import compile_model, mixing
+    from toolkit.models import MODELS, channel_stats, get_preset
+    from toolkit.training.checkpoint import STATE_FILE, Checkpoint, epochs_done, save_state
+    from toolkit.training.device_data import use_device_data
+    from toolkit.training.train import compile_model, device_resident, host_fed
 
     deadline = ends_at - (1 - CHILD_GRACE_S) * (ends_at - time.time())  # a tenth kept back
-    preset = get_preset(model_name, preset_name)
+    preset = scaled_recipe(get_preset(model_name, preset_name), batch_size)
     recipe = preset.train
     data = load_data(spec, seed=0, val_fraction=recipe.val_fraction)
     goal = target_of(model_name, preset_name)
@@ -221,21 +269,13 @@ def child_train(model_name: str, preset_name: str, spec: str, ends_at: float) ->
     if MODELS[preset.model].preprocessing == "normalize":
         norm = channel_stats(stats_images(data.x_train, 0))
     batch = min(recipe.batch_size, len(data.y_train))
-    train_data = train_dataset(
-        data.x_train,
-        data.y_train,
-        batch,
-        recipe.augmentation,
-        0,
-        mixing(recipe, data.num_classes),
-        recipe.rand_augment,
-        recipe.repeat_augment,
-    )
-    model = build_model(preset, data.image_shape, data.num_classes, norm_stats=norm)
-    fit_model = training_model(
-        model, recipe.augmentation, 0, x=data.x_train, rand_augment=recipe.rand_augment
-    )
+    preset = replace(preset, train=replace(recipe, batch_size=batch))
+    on_device = use_device_data(device_data, data.x_train)
+    feed = device_resident if on_device else host_fed
+    train_data, model, fit_model = feed(preset, data, norm, 0)
     compile_model(fit_model, preset, len(train_data), True)
+    state = run_dir / "checkpoint" if run_dir is not None else None
+    done_before = epochs_done(state) if state is not None else 0
     setup_s = time.perf_counter() - started
 
     class Clock(keras.callbacks.Callback):
@@ -250,6 +290,7 @@ def child_train(model_name: str, preset_name: str, spec: str, ends_at: float) ->
             self.reached: float | None = None
             self.compile_s = 0.0
             self.stopped_by = "the recipe's epochs"
+            self.cut = False
 
         def on_train_begin(self, logs=None):
             self.fit_start = time.perf_counter()
@@ -269,6 +310,7 @@ def child_train(model_name: str, preset_name: str, spec: str, ends_at: float) ->
             after = 0.5 * compile_s + (1.5 * self.eval_s if self.eval_s else compile_s)
             if time.time() + after > deadline:
                 self.stopped_by = "the row's budget"
+                self.cut = True  # mid-epoch: not a checkpoint
                 self.model.stop_training = True
 
         def on_test_begin(self, logs=None):
@@ -291,9 +333,15 @@ def child_train(model_name: str, preset_name: str, spec: str, ends_at: float) ->
                     "train_top1": round(float(logs.get("accuracy", float("nan"))), 4),
                 }
             )
+            if state is not None and not self.cut:  # the next call continues from here
+                save_state(state / STATE_FILE, self.model, epoch + 1)
             if target is not None and self.reached is None and val >= target:
                 self.reached = (now - self.fit_start) / 60
                 self.stopped_by = "the target top-1 reached on validation"
+                self.model.stop_training = True
+            epoch_s = now - self.steps[0]  # the next epoch, its validation, then the test
+            if state is not None and now + 1.2 * epoch_s + 1.5 * self.eval_s > deadline:
+                self.stopped_by = "the row's budget, at an epoch's end (saved: a call resumes)"
                 self.model.stop_training = True
 
     clock = Clock()
@@ -309,6 +357,9 @@ def child_train(model_name: str, preset_name: str, spec: str, ends_at: float) ->
                 restore_best_weights=True,
             )
         )
+    if state is not None:  # restores the saved epochs when fit starts (the step built)
+        state.mkdir(parents=True, exist_ok=True)
+        callbacks.insert(0, Checkpoint(state, write=False))
     fit_model.fit(
         train_data,
         validation_data=eval_dataset(data.x_val, data.y_val, batch),
@@ -338,7 +389,11 @@ def child_train(model_name: str, preset_name: str, spec: str, ends_at: float) ->
         "step_ms_median": None if step_s is None else round(step_s * 1000, 2),
         "images_per_s": None if step_s is None else round(batch / step_s, 1),
         "epochs_run": len(clock.epochs),
+        "epochs_before": done_before,  # run by earlier calls (--run-dir)
+        "epochs_done": done_before + len(clock.epochs),
         "recipe_epochs": recipe.epochs,
+        "input_path": "device" if on_device else "host",
+        "lr_max": recipe.lr_max,
         # the whole recipe at the median step: what a budget too short to finish it would take
         "recipe_minutes": None
         if step_s is None
@@ -468,6 +523,8 @@ def run_train(spec: dict, args, context: dict) -> dict:
     ends_at = time.time() + spec["budget_s"]
     model_name, preset_name = TRAIN_ROWS[spec["id"]]
     argv = ["train", model_name, preset_name or args.preset, context["data"], f"{ends_at:.3f}"]
+    run_dir = "-" if args.run_dir is None else str(args.run_dir.resolve() / spec["id"])
+    argv += [args.device_data, str(args.batch_size or "-"), run_dir]
     extra = {"CUDA_VISIBLE_DEVICES": "0"} if gpu else {}
     result, why = _child(argv, _env(not gpu, **extra), spec["budget_s"])
     elapsed = round(time.perf_counter() - start, 1)
@@ -476,6 +533,42 @@ def run_train(spec: dict, args, context: dict) -> dict:
     if not gpu:
         return _row(spec, NOT_MEASURED, _cpu_check_reason(context), elapsed_s=elapsed, check=result)
     return _row(spec, MEASURED, _train_note(result), elapsed_s=elapsed, figures=result)
+
+
+INPUT_PATH_BATCHES = (128, 512, 1024)  # the paper's batch, and larger ones (a GPU's)
+
+
+def run_input_path(spec: dict, args, context: dict, scratch: Path) -> dict:
+    """studies.input_path in a child on the GPU: images/s of the host-fed and device-resident
+    input paths and of the step alone, for the `paper-cifar` ViT-LSA in bf16 at
+    INPUT_PATH_BATCHES (with --cpu-check: --preset's model at a batch of 32, a few steps)."""
+    start = time.perf_counter()
+    gpu = context["jax_gpus"] >= 1
+    why = _missing(context, need_gpu=not args.cpu_check)
+    if why:
+        return _row(spec, NOT_MEASURED, why)
+    out = scratch / "input_path.json"
+    preset = PAPER_PRESET if gpu else args.preset
+    batches = INPUT_PATH_BATCHES if gpu else (32,)
+    steps = ["--steps", "20", "--rounds", "3"] if gpu else ["--steps", "2", "--rounds", "1"]
+    cmd = [sys.executable, "-m", "studies.input_path", "--model", "vit-lsa", "--preset", preset]
+    cmd += ["--data", context["data"], "--batches", ",".join(map(str, batches)), *steps]
+    cmd += ["--precision", PRECISION, "--json", str(out), "--id", "input-path-paper-vit-lsa"]
+    extra = {"CUDA_VISIBLE_DEVICES": "0"} if gpu else {}
+    try:
+        done = subprocess.run(
+            cmd, env=_env(not gpu, **extra), cwd=ROOT, timeout=max(spec["budget_s"], 1)
+        )
+    except subprocess.TimeoutExpired:
+        done = None
+    elapsed = round(time.perf_counter() - start, 1)
+    if done is None or done.returncode != 0 or not out.is_file():
+        why = "stopped at its budget" if done is None else f"exited {done.returncode}"
+        return _row(spec, FAILED, why, elapsed_s=elapsed)
+    result = json.loads(out.read_text())
+    if not gpu:
+        return _row(spec, NOT_MEASURED, _cpu_check_reason(context), elapsed_s=elapsed, check=result)
+    return _row(spec, MEASURED, None, elapsed_s=elapsed, figures=result)
 
 
 def _cpu_check_reason(context: dict) -> str:
@@ -764,6 +857,10 @@ def markdown(report: dict) -> str:
                 f"{_fmt(f['best_val_top1'], '.2%')}, test top-1 {f['test_top1']:.2%} "
                 f"({f['test_samples']} images)",
             ]
+        elif row["id"] == "input-path":
+            from studies.input_path import markdown as input_path_table
+
+            lines += [input_path_table(figures).rstrip("\n")]
         elif row["id"] == "two-process":
             f = figures
             lines += [
@@ -832,6 +929,25 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--preset", default="seed", help="model preset (tests: tiny)")
     parser.add_argument(
+        "--device-data",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="training rows: `toolkit train --device-data` (default auto: on a GPU the split "
+        "lives on the device)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        help="training rows: this batch, the learning rate scaled by the square-root rule "
+        "(default: the preset's batch)",
+    )
+    parser.add_argument(
+        "--run-dir",
+        type=Path,
+        help="training rows: save each row's state in RUN_DIR/ROW after every epoch and "
+        "continue from it (carry it back to the next call to resume the recipe)",
+    )
+    parser.add_argument(
         "--cpu-check", action="store_true", help="run the rows on the CPU as a check of the command"
     )
     parser.add_argument("--slim-onnx", nargs=2, type=Path, metavar=("SRC", "DEST"))
@@ -853,8 +969,16 @@ def main(argv: list[str] | None = None) -> int:
         if kind == "probe":
             result = child_probe()
         else:
-            model_name, preset_name, spec, ends_at = rest
-            result = child_train(model_name, preset_name, spec, float(ends_at))
+            model_name, preset_name, spec, ends_at, device_data, batch, run_dir = rest
+            result = child_train(
+                model_name,
+                preset_name,
+                spec,
+                float(ends_at),
+                device_data,
+                None if batch == "-" else int(batch),
+                None if run_dir == "-" else Path(run_dir),
+            )
         print(json.dumps(result), flush=True)
         return 0
     args = parse_args(argv)
@@ -887,6 +1011,8 @@ def main(argv: list[str] | None = None) -> int:
                 row, context = run_setup(spec, args, scratch)
             elif spec["id"] in TRAIN_ROWS:
                 row = run_train(spec, args, context)
+            elif spec["id"] == "input-path":
+                row = run_input_path(spec, args, context, scratch)
             elif spec["id"] == "two-process":
                 row = run_two_process(spec, args, context, scratch)
             else:

@@ -41,6 +41,7 @@ FIGURES = {  # the keys a row of each kind carries besides its provenance
     "epoch_stall": ("model", "preset", "images", "modes"),
     "export_size": ("model", "preset", "files"),
     "gpu_train": ("model", "preset", "gpu", "images_per_s", "recipe_minutes", "test_top1"),
+    "input_path": ("model", "preset", "backend", "precision", "rows"),
     "int8_accuracy": ("model", "preset", "data", "files"),
     "int8_search": ("model", "preset", "searches"),
     "interleaved": ("model", "preset", "threads", "segments", "calls", "call", "files"),
@@ -249,6 +250,21 @@ def _recipe_ablation(row: dict) -> str:
     )
 
 
+def _input_path(row: dict) -> str:
+    """Images/s of each input path per batch, and the device path's against the host's."""
+    host = {r["batch"]: r["images_per_s"] for r in row["rows"] if r["path"] == "host"}
+
+    def cell(r: dict) -> str:
+        ratio = f" ({r['images_per_s'] / host[r['batch']]:.2f}x)" if r["batch"] in host else ""
+        return f"{r['path']} {r['images_per_s']:,.0f}{ratio}"
+
+    batches = sorted({r["batch"] for r in row["rows"]})
+    per_batch = [
+        f"batch {b}: " + ", ".join(cell(r) for r in row["rows"] if r["batch"] == b) for b in batches
+    ]
+    return f"{row['backend']} {row['precision']}, img/s: " + "; ".join(per_batch)
+
+
 def _int8_accuracy(row: dict) -> str:
     """Top-1 change in points and agreement with Keras of each file."""
     return ", ".join(
@@ -409,6 +425,7 @@ SUMMARY: dict[str, Callable[[dict], str]] = {
     "epoch_stall": _epoch_stall,
     "export_size": _export_size,
     "gpu_train": _gpu_train,
+    "input_path": _input_path,
     "int8_accuracy": _int8_accuracy,
     "int8_search": _int8_search,
     "interleaved": _interleaved,

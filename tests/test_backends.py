@@ -77,7 +77,9 @@ def test_op_reference_tests_pass_on_other_backends(backend):
             "no:cacheprovider",
             "tests/test_ops.py",
             "tests/test_augment.py",
+            "tests/test_paper_pieces.py",
             "tests/test_recipe.py",
+            "tests/test_device_data.py",  # the device-resident path, its learning run too
             # of the recipe's tiny trainings, the one whose EMA check is backend-specific: the
             # others' pieces train on JAX in tests/test_paper_cifar.py (the paper's recipe)
             "-k",

@@ -188,8 +188,9 @@ def test_architectures_are_the_paper_codes():
 
 def test_recipe_is_the_paper_codes_where_the_toolkit_has_the_piece():
     """main.py's defaults: AdamW 1e-3, weight decay 0.05, batch 128, 10 of 100 epochs of
-    warm-up then cosine, a 4-pixel-padded random crop, label smoothing 0.1, Mixup (1) or
-    CutMix (1) on half the batches, random erasing 0.25; RandAugment for AutoAugment. Its
+    warm-up then cosine, a 4-pixel-padded random crop, AutoAugment's CIFAR-10 policy, label
+    smoothing 0.1, Mixup (1) or CutMix (beta 1) on half the batches, random erasing 0.25
+    filled with the mean (tests/test_paper_pieces.py tests the three pieces). Its
     sampler at `--ra 3` (drawn by the paper's code into the fixture) repeats no image: an epoch
     is three passes of 1171 batches, so 300 epochs here, repeated augmentation off: the same
     passes, warm-up passes and, on as many images, steps."""
@@ -197,8 +198,10 @@ def test_recipe_is_the_paper_codes_where_the_toolkit_has_the_piece():
     assert recipe == TrainRecipe(
         batch_size=128, epochs=300, lr_start=1e-6, lr_max=1e-3, weight_decay=0.05,
         warmup_fraction=0.1,
-        augmentation=Augmentation(flip=True, erasing=0.25, pad_crop=4),
-        label_smoothing=0.1, mixup=1.0, cutmix=1.0, mix_prob=0.5, rand_augment=(2, 0.5),
+        augmentation=Augmentation(
+            flip=True, erasing=0.25, pad_crop=4, auto_augment="cifar10", erasing_fill="mean"
+        ),
+        label_smoothing=0.1, mixup=1.0, cutmix=1.0, mix_prob=0.5, cutmix_alpha="fixed",
     )  # fmt: skip
     assert recipe.repeat_augment == 1 and recipe.ema is None
     batches, drawn, most_per_pass = np.load(FIXTURE)["sampler"]
@@ -290,7 +293,7 @@ JAX_MODELS = ("vit-lsa", "shiftvit")
 @pytest.mark.slow
 @pytest.mark.parametrize("model", list(FORMATS))
 def test_preset_trains_exports_and_verifies_on_tensorflow(model, tmp_path, capsys):
-    """A few steps with the whole recipe (tf.data: RandAugment, erasing, Mixup/CutMix), then
+    """A few steps with the whole recipe (tf.data: AutoAugment, erasing, Mixup/CutMix), then
     float formats (FORMATS) exported and verified against the Keras model."""
     out = train(TrainOptions(model, PRESET, DATA, **TRAIN), out=tmp_path / "run")
     config = json.loads((out / "config.json").read_text())
@@ -313,15 +316,12 @@ def test_preset_trains_exports_and_verifies_on_tensorflow(model, tmp_path, capsy
 @pytest.mark.slow
 @pytest.mark.skipif(not installed("jax"), reason="jax not installed: pip install -e '.[dev]'")
 def test_presets_train_on_jax_without_tensorflow(tmp_path):
-    """A few steps of vit-lsa and shiftvit on JAX (JAX_MODELS), TensorFlow unimportable.
-    RandAugment is switched off here:
-    compiled into JAX's train step it costs a minute per model on 2 CPU cores, and it runs on
-    JAX in tests/test_recipe.py (tests/test_backends.py runs that module on JAX)."""
+    """A few steps of vit-lsa and shiftvit on JAX (JAX_MODELS), TensorFlow unimportable, with
+    the whole recipe: AutoAugment, erasing and the crop compile into JAX's train step."""
     code = f"""
         from toolkit.training.train import TrainOptions, train
         for model in {JAX_MODELS!r}:
-            options = TrainOptions(model, {PRESET!r}, {DATA!r}, epochs=1, batch_size=8,
-                                   recipe="rand_augment=none")
+            options = TrainOptions(model, {PRESET!r}, {DATA!r}, epochs=1, batch_size=8)
             train(options, out={str(tmp_path)!r} + "/" + model)
     """
     proc = subprocess.run(
@@ -346,5 +346,6 @@ def test_presets_train_on_jax_without_tensorflow(tmp_path):
         assert config["backend"]["name"] == "jax"
         recipe = preset_from_dict(config["preset"]).train
         assert (recipe.mixup, recipe.cutmix, recipe.label_smoothing) == (1.0, 1.0, 0.1)
+        assert recipe.augmentation.auto_augment == "cifar10" and recipe.cutmix_alpha == "fixed"
         assert np.isfinite(json.loads((run / "metrics.json").read_text())["test_top1"])
         keras.saving.load_model(run / "model.keras", safe_mode=True)  # and on TensorFlow

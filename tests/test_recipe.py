@@ -56,6 +56,8 @@ def test_every_preset_has_the_pieces_off():
             assert recipe.ema is None
             assert recipe.mixup == 0.0 and recipe.cutmix == 0.0 and recipe.mix_prob == 1.0
             assert recipe.rand_augment is None and recipe.repeat_augment == 1
+            assert recipe.cutmix_alpha == "uniform" and recipe.augmentation.auto_augment is None
+            assert recipe.augmentation.erasing_fill == "noise"
 
 
 def test_label_smoothing_loss_equals_the_formula_for_integer_and_soft_labels():

@@ -170,6 +170,7 @@ def test_cpu_check_runs_the_rows_on_the_cpu_as_labelled_checks(tmp_path):
     out = tmp_path / "r.json"
     argv = ["--minutes", "4", "--data", "shapes:300", "--preset", "tiny", "--cpu-check"]
     argv += ["--rows", "train-shiftvit,ort-cuda", "--onnx", str(tmp_path / "slim")]
+    argv += ["--device-data", "on", "--run-dir", str(tmp_path / "runs")]
     proc = _run(*argv, "--json", str(out), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {r["id"]: r for r in json.loads(out.read_text())["rows"]}
@@ -187,6 +188,18 @@ def test_cpu_check_runs_the_rows_on_the_cpu_as_labelled_checks(tmp_path):
     assert [r["status"] for r in ort["check"]["rows"]] == ["ok", "ok"]
     assert {r["weights_filled"] for r in ort["check"]["rows"]} == {1}
     assert "## train-shiftvit (CPU check: not a GPU figure)" in proc.stdout
+    assert check["input_path"] == "device" and check["epochs_before"] == 0
+    # a second call continues from the state the first saved after its last epoch
+    again = tmp_path / "again.json"
+    argv = ["--minutes", "2", "--data", "shapes:300", "--preset", "tiny", "--cpu-check"]
+    argv += ["--rows", "train-shiftvit", "--device-data", "on", "--run-dir", str(tmp_path / "runs")]
+    proc = _run(*argv, "--json", str(again), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    resumed = {r["id"]: r for r in json.loads(again.read_text())["rows"]}["train-shiftvit"]["check"]
+    assert resumed["epochs_before"] == check["epochs_done"] >= 1
+    assert resumed["epochs_done"] == resumed["epochs_before"] + resumed["epochs_run"]
+    if resumed["epochs_run"] == 0:  # the first call finished the recipe: the same model scored
+        assert resumed["test_top1"] == check["test_top1"]
 
 
 def test_only_cifar10_data_holds_shiftvit_to_its_seed_figure():

@@ -39,6 +39,12 @@ def _add_train(p: argparse.ArgumentParser) -> None:
         help="compile the train step (XLA on TF, torch.compile on torch; JAX always does)",
     )
     p.add_argument(
+        "--device-data",
+        choices=("auto", "on", "off"),
+        help="the training split on the device, gathered, augmented and mixed inside the "
+        "compiled step: auto (default: on a GPU it fits), on, off (host pipeline)",
+    )
+    p.add_argument(
         "--strategy",
         help="default (default), mirrored (all GPUs) or multi-process (JAX: one process per "
         "host or GPU, each started with its own --process-id)",

@@ -1,10 +1,17 @@
 """What the training augmentation applies (horizontal flip, resize + random crop, padded random
-crop, rotation, zoom, random erasing); `tf_augment` (tf.data) and `random_augment` (a Keras
-layer) apply it."""
+crop, rotation, zoom, AutoAugment, random erasing); `tf_augment` (tf.data) and
+`random_augment` (a Keras layer) apply it."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+
+from toolkit.data.autoaugment_policies import POLICIES
+
+# what random erasing fills its box with (Augmentation.erasing_fill; toolkit/data/erasing.py):
+# uniform noise 0-255 (torchvision's and timm's random value), or the mean pixel (the SPT/LSA
+# paper's code fills the per-channel mean; here the batch's mean pixel before augmentation)
+ERASING_FILLS = ("noise", "mean")
 
 
 @dataclass(frozen=True)
@@ -12,7 +19,10 @@ class Augmentation:
     """What to apply; crop_resize=(52, 48) means Resizing(52) + RandomCrop(48) scaled to R;
     pad_crop=4 zero-pads 4 pixels per side, then crops back at random (torchvision's
     RandomCrop(R, padding=4), the CIFAR recipes' crop: it shifts without rescaling);
-    erasing is the probability of random erasing per image (toolkit/data/erasing.py)."""
+    erasing is the probability of random erasing per image (toolkit/data/erasing.py), and
+    erasing_fill what the erased box holds (one of ERASING_FILLS); auto_augment names an AutoAugment
+    policy (a key of POLICIES: toolkit/data/autoaugment.py), applied after the crops, rotation
+    and zoom and before erasing, as the SPT/LSA paper's code orders them."""
 
     flip: bool = False
     crop_resize: tuple[int, int] | None = None
@@ -20,6 +30,8 @@ class Augmentation:
     zoom: float = 0.0
     erasing: float = 0.0
     pad_crop: int = 0
+    auto_augment: str | None = field(default=None, metadata={"choices": tuple(POLICIES)})
+    erasing_fill: str = field(default="noise", metadata={"choices": ERASING_FILLS})
 
     def to_dict(self) -> dict:
         """JSON-ready dict (crop_resize as a list or None)."""
@@ -38,6 +50,9 @@ class Augmentation:
             zoom=float(data.get("zoom", 0.0)),
             erasing=float(data.get("erasing", 0.0)),
             pad_crop=int(data.get("pad_crop", 0)),
+            # run folders written before these pieces: off, noise (what they trained with)
+            auto_augment=data.get("auto_augment"),
+            erasing_fill=str(data.get("erasing_fill", "noise")),
         )
 
     @property
@@ -50,6 +65,7 @@ class Augmentation:
             or self.zoom > 0
             or self.erasing > 0
             or self.pad_crop > 0
+            or self.auto_augment is not None
         )
 
 

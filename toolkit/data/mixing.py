@@ -5,25 +5,37 @@ batches of the other backends mix here, in NumPy: a Keras layer called in a PyDa
 would run eagerly, op by op, outside the compiled step. The NumPy functions draw as Keras'
 layers do: per image a Beta(alpha, alpha) weight and a partner from a permutation of the
 batch; CutMix draws its Beta's alpha from U(0, cutmix) per batch, as keras.layers.CutMix's
-`factor` does, and weighs the labels by the pixels actually pasted.
+`factor` does, or takes alpha = cutmix (`cutmix_alpha="fixed"`), and weighs the labels by the
+pixels actually pasted.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+# how CutMix gets its Beta(alpha, alpha)'s alpha from `cutmix` (TrainRecipe.cutmix_alpha):
+# "uniform" draws it from U(0, cutmix) per batch (keras.layers.CutMix's factor); "fixed" is
+# alpha = cutmix (the CutMix paper's, and the SPT/LSA paper's code: beta 1, lambda uniform)
+CUTMIX_ALPHAS: dict[str, Callable[[float, np.random.Generator], float]] = {
+    "uniform": lambda cutmix, rng: rng.uniform(0.0, cutmix) + 1e-6,
+    "fixed": lambda cutmix, rng: cutmix,
+}
 
 
 @dataclass(frozen=True)
 class Mixing:
     """What to mix: Mixup alpha, CutMix factor (0: off), the probability a batch is mixed
-    (with both on, each mixed batch gets one of them, half each), and the number of classes."""
+    (with both on, each mixed batch gets one of them, half each), the number of classes, and
+    how CutMix's alpha comes from its factor (a key of CUTMIX_ALPHAS)."""
 
     mixup: float = 0.0
     cutmix: float = 0.0
     prob: float = 1.0
     num_classes: int = 0
+    cutmix_alpha: str = "uniform"
 
     @property
     def active(self) -> bool:
@@ -54,12 +66,17 @@ def mixup(
 
 
 def cutmix(
-    images: np.ndarray, onehot: np.ndarray, factor: float, rng: np.random.Generator
+    images: np.ndarray,
+    onehot: np.ndarray,
+    factor: float,
+    rng: np.random.Generator,
+    alpha_rule: str = "uniform",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """A box of a partner pasted into each image (area 1 - Beta weight); labels weighted by
-    the pixels kept and pasted."""
+    """A box of a partner pasted into each image (area 1 - Beta(alpha, alpha) weight, alpha
+    from `factor` as CUTMIX_ALPHAS[alpha_rule] says); labels weighted by the pixels kept and
+    pasted."""
     n, height, width, _ = images.shape
-    alpha = rng.uniform(0.0, factor) + 1e-6
+    alpha = CUTMIX_ALPHAS[alpha_rule](factor, rng)
     ratio = np.sqrt(1.0 - rng.beta(alpha, alpha, n))
     box_h, box_w = ratio * height, ratio * width
     y0 = rng.uniform(0.0, 1.0, n) * (height - box_h)
@@ -87,5 +104,5 @@ def mix_batch(
     if which == "mixup":
         images, onehot = mixup(images, onehot, mix.mixup, rng)
     elif which == "cutmix":
-        images, onehot = cutmix(images, onehot, mix.cutmix, rng)
+        images, onehot = cutmix(images, onehot, mix.cutmix, rng, mix.cutmix_alpha)
     return images, onehot.astype(np.float32)

@@ -8,7 +8,7 @@ import math
 import keras
 from keras import ops
 
-from toolkit.data import erasing
+from toolkit.data import autoaugment, erasing
 from toolkit.data.augment import Augmentation, crop_size
 from toolkit.data.pad_crop import pad_crop
 from toolkit.data.warp import affine_warp, crop_transforms, rotate_zoom_transforms
@@ -19,8 +19,9 @@ class RandomAugment(keras.layers.Layer):
     """Per image, independently: horizontal flip (p = 0.5); resize to crop_size then a random
     image_size window; zero-pad `pad_crop` pixels per side then a random window; rotation by
     U(-rotation, rotation) turns and zoom by U(1 - zoom, 1 + zoom) per axis, reflect-filled;
-    random erasing with probability `erasing`; then clip to 0-255. The same transforms as the
-    tf.data pipeline.
+    the AutoAugment policy `auto_augment` (one sub-policy per image); random erasing with
+    probability `erasing`, filled with `erasing_fill`; then clip to 0-255. The same transforms
+    as the tf.data pipeline.
 
     Computes in float32 whatever the mixed-precision policy: it feeds the model's input.
     """
@@ -35,6 +36,8 @@ class RandomAugment(keras.layers.Layer):
         pad_crop: int = 0,
         seed: int | None = None,
         rand_augment: tuple[int, float] | None = None,
+        auto_augment: str | None = None,
+        erasing_fill: str = "noise",
         **kwargs,
     ) -> None:
         kwargs["dtype"] = "float32"
@@ -46,6 +49,8 @@ class RandomAugment(keras.layers.Layer):
             zoom=float(zoom),
             erasing=float(erasing),
             pad_crop=int(pad_crop),
+            auto_augment=auto_augment,
+            erasing_fill=str(erasing_fill),
         )
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
@@ -91,6 +96,7 @@ class RandomAugment(keras.layers.Layer):
         _, height, width, _ = images.shape
         batch = ops.shape(images)[0]
         images = ops.cast(images, "float32")
+        mean = erasing.mean_pixel(images)  # before the crops pad with zeros
         if aug.flip:
             flip = keras.random.uniform((batch, 1, 1, 1), seed=self.seed_generator) < 0.5
             images = ops.where(flip, ops.flip(images, axis=2), images)
@@ -113,12 +119,19 @@ class RandomAugment(keras.layers.Layer):
             )
             transforms = rotate_zoom_transforms(angles, zooms[0], zooms[1], height, width)
             images = affine_warp(images, transforms, "reflect")
+        if aug.auto_augment is not None:
+            draws = keras.random.uniform((batch, autoaugment.DRAWS), seed=self.seed_generator)
+            images = autoaugment.auto_augment(images, draws, aug.auto_augment)
         if self.rand_augment_layer is not None:  # (num_ops, factor): Keras' RandAugment
             images = self.rand_augment_layer(images, training=True)
         if aug.erasing > 0:
             draws = keras.random.uniform((batch, erasing.DRAWS), seed=self.seed_generator)
-            noise = keras.random.uniform(ops.shape(images), 0.0, 255.0, seed=self.seed_generator)
-            images = erasing.erase(images, draws, noise, aug.erasing)
+            fill = (
+                mean
+                if aug.erasing_fill == "mean"
+                else keras.random.uniform(ops.shape(images), 0.0, 255.0, seed=self.seed_generator)
+            )
+            images = erasing.erase(images, draws, fill, aug.erasing)
         return ops.clip(images, 0.0, 255.0)
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:

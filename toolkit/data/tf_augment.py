@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from toolkit.data import erasing
+from toolkit.data import autoaugment, erasing
 from toolkit.data.augment import Augmentation, crop_size
 
 AugmentFn = Callable[..., tf.Tensor]
@@ -26,6 +26,7 @@ def augment_fn(aug: Augmentation, image_size: int, seed: int = 0) -> AugmentFn:
     def apply(images: tf.Tensor, seed: tf.Tensor | None = None) -> tf.Tensor:
         images = tf.convert_to_tensor(images, tf.float32)
         shape = images.shape  # the crop and the warp lose the static size; the model needs it
+        mean = erasing.mean_pixel(images)  # before the padded crop brings zeros in
         if seed is None:
             seed = generator.make_seeds(1)[:, 0]
         seed = tf.cast(seed, tf.int64)
@@ -43,8 +44,15 @@ def augment_fn(aug: Augmentation, image_size: int, seed: int = 0) -> AugmentFn:
             images = _random_crop(images, image_size, crop_seed)
         if aug.rotation > 0 or aug.zoom > 0:
             images = _rotate_zoom(images, aug.rotation, aug.zoom, rot_seed, zoom_seed)
+        if aug.auto_augment is not None:  # after the crops, before erasing: the paper's order
+            draws = tf.random.stateless_uniform(
+                (tf.shape(images)[0], autoaugment.DRAWS),
+                tf.random.experimental.stateless_fold_in(seed, 5),
+            )
+            images = autoaugment.auto_augment(images, draws, aug.auto_augment)
         if aug.erasing > 0:  # its own seed, so adding it leaves the other draws as they were
-            images = _erase(images, aug.erasing, tf.random.experimental.stateless_fold_in(seed, 4))
+            fold = tf.random.experimental.stateless_fold_in(seed, 4)
+            images = _erase(images, aug.erasing, aug.erasing_fill, mean, fold)
         return tf.ensure_shape(tf.clip_by_value(images, 0.0, 255.0), shape)
 
     return apply
@@ -63,10 +71,15 @@ def _random_crop(images: tf.Tensor, size: int, seed: tf.Tensor) -> tf.Tensor:
     return tf.gather(images, cols, axis=2, batch_dims=1)
 
 
-def _erase(images: tf.Tensor, probability: float, seed: tf.Tensor) -> tf.Tensor:
-    """Random erasing (toolkit/data/erasing.py) with stateless draws."""
+def _erase(
+    images: tf.Tensor, probability: float, fill: str, mean: tf.Tensor, seed: tf.Tensor
+) -> tf.Tensor:
+    """Random erasing (toolkit/data/erasing.py) with stateless draws, filled with noise or
+    with `mean` (the batch's mean pixel) as `fill` says."""
     draw_seed, noise_seed = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
     draws = tf.random.stateless_uniform((tf.shape(images)[0], erasing.DRAWS), draw_seed)
+    if fill == "mean":
+        return erasing.erase(images, draws, mean, probability)
     noise = tf.random.stateless_uniform(tf.shape(images), noise_seed, 0.0, 255.0)
     return erasing.erase(images, draws, noise, probability)
 

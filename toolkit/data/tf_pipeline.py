@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -77,8 +78,6 @@ def train_batches(
             load, num_parallel_calls=AUTOTUNE, deterministic=True
         )
     if rand_augment:
-        import keras
-
         num_ops, factor = rand_augment
         rand = keras.layers.RandAugment(
             value_range=(0, 255), num_ops=num_ops, factor=factor, seed=seed, dtype="float32"
@@ -92,12 +91,11 @@ def train_batches(
 
 def mixer(mix: Mixing, seed: int) -> Callable[[tuple, tf.Tensor], tuple]:
     """((images, labels), two int64 draws) -> (images, soft labels): keras.layers.MixUp or
-    CutMix on the batch with probability `mix.prob` (one of them, half each, when both are on)."""
-    import keras
-
+    CutMix on the batch with probability `mix.prob` (one of them, half each, when both are on);
+    CutMix's alpha as `mix.cutmix_alpha` says (CUTMIX_LAYERS)."""
     mixup = keras.layers.MixUp(alpha=mix.mixup, seed=seed, dtype="float32") if mix.mixup else None
     cutmix = (
-        keras.layers.CutMix(factor=mix.cutmix, seed=seed + 1, dtype="float32")
+        CUTMIX_LAYERS[mix.cutmix_alpha](factor=mix.cutmix, seed=seed + 1, dtype="float32")
         if mix.cutmix
         else None
     )
@@ -119,6 +117,21 @@ def mixer(mix: Mixing, seed: int) -> Callable[[tuple, tf.Tensor], tuple]:
         return out
 
     return apply
+
+
+class FixedAlphaCutMix(keras.layers.CutMix):
+    """keras.layers.CutMix with its Beta's alpha fixed at `factor` (Keras draws it from
+    U(0, factor) per batch): mixing.CUTMIX_ALPHAS["fixed"]."""
+
+    def _generate_mix_weight(self, batch_size: int, seed: object) -> object:
+        alpha = self.factor[1]  # a single float f is Keras' range (0, f)
+        return self.backend.random.beta(
+            (batch_size,), alpha, alpha, seed=seed, dtype=self.compute_dtype
+        )
+
+
+# mixing.CUTMIX_ALPHAS's rules as Keras layers
+CUTMIX_LAYERS: dict[str, type] = {"uniform": keras.layers.CutMix, "fixed": FixedAlphaCutMix}
 
 
 def _chosen(mix: Mixing, u: tf.Tensor, name: str) -> tf.Tensor:

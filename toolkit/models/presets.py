@@ -13,9 +13,11 @@ the same way: see `_PAPER_CIFAR_TRAIN`.
 from __future__ import annotations
 
 import typing
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields, replace
 
+from toolkit.argtypes import comma_items, finite_number
 from toolkit.data.augment import Augmentation
+from toolkit.data.mixing import CUTMIX_ALPHAS
 from toolkit.errors import UsageError
 
 
@@ -104,6 +106,8 @@ class TrainRecipe:
     mix_prob: float = 1.0  # the probability a batch is mixed (both on: one of them, half each)
     rand_augment: tuple[int, float] | None = None  # keras.layers.RandAugment (num_ops, factor)
     repeat_augment: int = 1  # each image N times an epoch, differently augmented (1: off)
+    # CutMix's Beta alpha: "uniform" from U(0, cutmix) (Keras), "fixed" = cutmix (mixing.py)
+    cutmix_alpha: str = field(default="uniform", metadata={"choices": tuple(CUTMIX_ALPHAS)})
 
 
 @dataclass(frozen=True)
@@ -312,18 +316,21 @@ _SHIFTVIT_PAPER = {
 # defaults): AdamW, lr 1e-3, weight decay 0.05 on every weight (torch's AdamW on all
 # parameters, as here), batch 128, linear warm-up from 1e-6 over the first 10% of the steps,
 # then cosine; random crop after 4 pixels of zero padding (pad_crop=4), horizontal flip,
-# AutoAugment's CIFAR-10 policy, random erasing (p 0.25, area 0.02-0.4, aspect 0.3-3.3), label
-# smoothing 0.1, and half of the batches mixed, each by Mixup (alpha 1) or CutMix (beta 1), half
+# AutoAugment's CIFAR-10 policy (auto_augment="cifar10": its 25 sub-policies with the code's
+# Pillow ops, toolkit/data/autoaugment.py), random erasing (p 0.25, area 0.02-0.4, aspect
+# 0.3-3.3) filled with the mean pixel (erasing_fill="mean"), label smoothing 0.1, and half of
+# the batches mixed, each by Mixup (alpha 1) or CutMix (beta 1: cutmix_alpha="fixed"), half
 # each; stochastic depth 0.1 (the arch's drop_path).
 # Epochs: `--epochs 100 --ra 3` there builds RASampler(len, batch, 1, 3), whose positional
 # arguments are repetitions=1 and len_factor=3: no image repeated, each "epoch" three shuffled
 # passes over the data. So 300 epochs here, with repeat_augment off: the same passes over the
 # training images (300), warm-up (30 passes) and steps per pass.
-# Stand-ins, as the toolkit has no exact piece: AutoAugment's CIFAR-10 policy is not in Keras,
-# so RandAugment with 2 ops (AutoAugment's sub-policies are 2 ops) at Keras' default strength
-# 0.5; random erasing fills with noise (the code: the per-channel mean, after normalising);
-# Keras' CutMix draws its Beta's alpha from U(0, 1) (cutmix=1) where the code's beta is 1; the
-# cosine ends at 0, the code's at 1e-6.
+# Where the pieces depart from the code: erasing's mean is the batch's mean pixel before
+# augmentation (the code writes the dataset mean's values into the normalised image, a lighter
+# grey), and a box larger than the image is clipped where the code draws again; Mixup and
+# CutMix draw a weight per image (the code: one per batch), and CutMix's box lies inside the
+# image (the code's is centred at random and cut by the edges); the cosine ends at 0, the
+# code's at 1e-6.
 # Stochastic depth and all of the above are off at inference: the exported model is the same.
 _PAPER_CIFAR_TRAIN = TrainRecipe(
     batch_size=128,
@@ -332,12 +339,14 @@ _PAPER_CIFAR_TRAIN = TrainRecipe(
     lr_max=1e-3,
     weight_decay=0.05,
     warmup_fraction=0.1,
-    augmentation=Augmentation(flip=True, erasing=0.25, pad_crop=4),
+    augmentation=Augmentation(
+        flip=True, erasing=0.25, pad_crop=4, auto_augment="cifar10", erasing_fill="mean"
+    ),
     label_smoothing=0.1,
     mixup=1.0,
     cutmix=1.0,
     mix_prob=0.5,
-    rand_augment=(2, 0.5),
+    cutmix_alpha="fixed",
 )
 # The paper's CIFAR ViT as models/create_model.py builds it (`vit`: patch 4 at 32x32, dim 192,
 # depth 9, 12 heads x 16, MLP ratio 2): a class token and LayerNorm + Linear head on it,
@@ -514,12 +523,38 @@ def with_recipe(recipe: TrainRecipe, values: dict[str, object]) -> TrainRecipe:
     return replace(recipe, **own, augmentation=augmentation)
 
 
+# a numeric or boolean field's value that switches it off, by type: `none` or `off` give it
+# (X | None fields: None, which `0` gives too); the type's word and example for messages
+OFF_WORDS = ("none", "off")
+OFF_VALUES: dict[type, object] = {bool: False, int: 0, float: 0.0}
+TYPE_WORDS: dict[type, tuple[str, str]] = {
+    int: ("a whole number", "2"),
+    float: ("a finite number", "0.1"),
+    bool: ("true or false", "true"),
+}
+
+
+def _boolean(text: str) -> bool:
+    """`true`/`on`/`1` or `false`/`off`/`0`; ValueError otherwise."""
+    if text.lower() not in ("true", "false", "1", "0", "on", "off"):
+        raise ValueError(text)
+    return text.lower() in ("true", "1", "on")
+
+
+# field type -> its converter from text (ValueError when the text is not one)
+SCALARS: dict[type, typing.Callable[[str], object]] = {
+    int: int,
+    float: finite_number,
+    bool: _boolean,
+}
+
+
 def _convert(text: str, kind: object, choices: tuple[str, ...] | None = None) -> object:
     """`text` as a value of the field type `kind` (None, int, float, bool, str or a tuple of
     them: N:M, or N:N:... for a variable-length tuple); ValueError when it is not one."""
     args = typing.get_args(kind)
     if type(None) in args:  # X | None: "none", "off" or 0 is None (the piece off)
-        if text.lower() in ("none", "off", "0", "0.0"):
+        if text.lower() in (*OFF_WORDS, "0", "0.0"):
             return None
         kind = next(a for a in args if a is not type(None))
     if typing.get_origin(kind) is tuple:  # N:M, or N:N:... for tuple[int, ...]
@@ -528,42 +563,70 @@ def _convert(text: str, kind: object, choices: tuple[str, ...] | None = None) ->
             types = (types[0],) * len(parts)
         if len(parts) != len(types):
             raise ValueError(text)
-        return tuple(t(part) for t, part in zip(types, parts, strict=True))
-    if kind is bool:
-        if text.lower() not in ("true", "false", "1", "0", "on", "off"):
-            raise ValueError(text)
-        return text.lower() in ("true", "1", "on")
+        return tuple(SCALARS[t](part) for t, part in zip(types, parts, strict=True))
+    if kind in OFF_VALUES and text.lower() in OFF_WORDS:
+        return OFF_VALUES[kind]
     if kind is str and choices and text in choices:
         return text
-    if kind is int:
-        return int(text)
-    if kind is float:
-        return float(text)
+    if kind in SCALARS:
+        return SCALARS[kind](text)
     raise ValueError(text)
+
+
+def _takes(key: str, kind: object, spec: Field) -> str:
+    """What field `key` of type `kind` takes, with an example (its default where that is on):
+    'mixup takes a finite number, e.g. mixup=0.1, or none (off)'."""
+    args = typing.get_args(kind)
+    optional = type(None) in args
+    base = next(a for a in args if a is not type(None)) if optional else kind
+    choices = spec.metadata.get("choices")
+    if choices:
+        what, example = " or ".join(choices), choices[0]
+    elif typing.get_origin(base) is tuple:  # tuple[int, int], tuple[int, float], tuple[int, ...]
+        types = typing.get_args(base)
+        types = (types[0],) * 3 if types[-1] is Ellipsis else types
+        what = "numbers joined by colons"
+        example = ":".join(TYPE_WORDS.get(t, ("", "2"))[1] for t in types)
+    else:
+        what, example = TYPE_WORDS.get(base, (f"a {getattr(base, '__name__', base)}", "..."))
+    default = None if spec.default is MISSING else spec.default
+    if isinstance(default, tuple) and default:
+        example = ":".join(map(str, default))
+    elif default not in (None, (), *OFF_VALUES.values()):  # a default that is on
+        example = str(default).lower() if isinstance(default, bool) else str(default)
+    off = optional or (base in OFF_VALUES and default == OFF_VALUES[base])
+    return f"{key} takes {what}, e.g. {key}={example}{', or none (off)' if off else ''}"
 
 
 def _parse_fields(
     text: str | None, classes: tuple[type, ...], keys: list[str], flag: str
 ) -> dict[str, object]:
-    """`KEY=VALUE[,KEY=VALUE...]` as values of the fields `keys` of the dataclasses `classes`."""
-    if not text:
+    """`KEY=VALUE[,KEY=VALUE...]` as values of the fields `keys` of the dataclasses `classes`:
+    each key once, each value of its field's type (`_convert`). None: {} (the flag not given);
+    an empty text is a UsageError."""
+    if text is None:
         return {}
+    if not text.strip():
+        raise UsageError(
+            f"{flag} is empty: leave {flag} out to keep the preset's values, or pass "
+            "KEY=VALUE[,KEY=VALUE...]"
+        )
     hints = {k: v for cls in classes for k, v in typing.get_type_hints(cls).items()}
-    meta = {f.name: f.metadata for cls in classes for f in fields(cls)}
+    specs = {f.name: f for cls in classes for f in fields(cls)}
     values: dict[str, object] = {}
-    for item in text.split(","):
+    for item in comma_items(text, flag):
         key, sep, value = (part.strip() for part in item.partition("="))
         if key in _OWN_FLAGS:
             raise UsageError(f"{flag} {key}: pass {_OWN_FLAGS[key]} instead")
         if not sep or key not in keys:
             raise UsageError(f"{flag} takes KEY=VALUE[,KEY=VALUE...], KEY one of {', '.join(keys)}")
-        choices = meta[key].get("choices")
+        if key in values:
+            raise UsageError(f"{flag} sets {key} twice ({text}): give each key once")
         try:
-            values[key] = _convert(value, hints[key], choices)
+            values[key] = _convert(value, hints[key], specs[key].metadata.get("choices"))
         except ValueError:
-            kind = " or ".join(choices) if choices else f"a {hints[key]}"
             raise UsageError(
-                f"{flag} {key}={value}: not {kind} (KEY one of {', '.join(keys)})"
+                f"{flag} {key}={value}: {_takes(key, hints[key], specs[key])}"
             ) from None
     return values
 
@@ -653,6 +716,11 @@ def check_recipe(recipe: TrainRecipe) -> None:
         raise UsageError(
             f"rand_augment {recipe.rand_augment} is (num_ops >= 1, factor 0 to 1): pass --recipe "
             "rand_augment=2:0.9, say, or rand_augment=none (off)"
+        )
+    if recipe.rand_augment is not None and recipe.augmentation.auto_augment is not None:
+        raise UsageError(
+            f"rand_augment and auto_augment={recipe.augmentation.auto_augment} are two augment "
+            "policies, one at a time: pass --recipe rand_augment=none, or auto_augment=none"
         )
     if recipe.repeat_augment < 0:
         raise UsageError(

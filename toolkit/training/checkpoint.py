@@ -24,6 +24,7 @@ import numpy as np
 
 from toolkit import atomic
 from toolkit.errors import UsageError, first_line
+from toolkit.training.device_data import stored
 
 STATE_FILE = "state.npz"  # in the run's checkpoint folder
 EPOCH_KEY = "epochs_done"
@@ -34,7 +35,8 @@ LEGACY_WEIGHTS, LEGACY_METADATA = "latest.weights.h5", "training_metadata.json"
 def _variables(model: keras.Model) -> list:
     """Every variable a resumed run needs: the model's, then its optimizer's."""
     optimizer = model.optimizer
-    return [*model.weights, *(optimizer.variables if optimizer is not None else [])]
+    weights = [v for v in model.weights if not stored(v)]  # not the device-resident split
+    return [*weights, *(optimizer.variables if optimizer is not None else [])]
 
 
 def _write_array(stream: object, value: np.ndarray) -> None:

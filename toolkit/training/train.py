@@ -48,6 +48,7 @@ from toolkit.models import (
     get_preset,
     preset_from_dict,
 )
+from toolkit.models.geometry import check_geometry
 from toolkit.models.presets import (
     TrainRecipe,
     check_arch,
@@ -71,6 +72,8 @@ from toolkit.runfolder import (
 )
 from toolkit.training.checkpoint import Checkpoint, HistoryLog, epochs_done
 from toolkit.training.cluster import MULTI_PROCESS, Cluster, barrier, connect, fingerprint
+from toolkit.training.device_data import MODES as DEVICE_DATA_MODES
+from toolkit.training.device_data import IndexBatches, device_trainer, use_device_data
 from toolkit.training.history_plot import plot_history
 from toolkit.training.losses import HardAccuracy, HardTopKAccuracy, SmoothedCrossentropy
 from toolkit.training.schedule import WarmupCosine
@@ -101,6 +104,7 @@ class TrainOptions:
     license: str | None = None  # and under which terms it may be used
     recipe: str | None = None  # KEY=VALUE[,KEY=VALUE...]: TrainRecipe fields set over the preset's
     arch: str | None = None  # KEY=VALUE[,KEY=VALUE...]: architecture fields over the preset's
+    device_data: str = "auto"  # the split on the device, augmented in the step (device_data.py)
 
 
 SEEDS = range(2**32)  # what numpy's and Keras' random generators take
@@ -112,7 +116,9 @@ def default_out(options: TrainOptions) -> Path:
     return Path("runs") / f"{options.model}-{options.preset}-{stamp}"
 
 
-def _validate(options: TrainOptions) -> Preset:
+def _validate(options: TrainOptions, processes: int = 1) -> Preset:
+    """The preset `options` train, overrides applied; UsageError for anything it cannot train
+    (its geometry and first batch, of the batch's share per process, included)."""
     preset = get_preset(options.model, options.preset)
     if options.precision not in PRECISIONS:
         raise UsageError(
@@ -123,6 +129,11 @@ def _validate(options: TrainOptions) -> Preset:
             f"unknown strategy '{options.strategy}': choose one of {', '.join(STRATEGIES)}"
         )
     check_strategy(options.strategy)
+    if options.device_data not in DEVICE_DATA_MODES:
+        raise UsageError(
+            f"unknown --device-data '{options.device_data}': choose one of "
+            f"{', '.join(DEVICE_DATA_MODES)}"
+        )
     for name in ("epochs", "batch_size"):
         value = getattr(options, name)
         if value is not None and value < 1:
@@ -143,6 +154,8 @@ def _validate(options: TrainOptions) -> Preset:
     check_recipe(train)
     arch = replace(preset.arch, **parse_arch(options.model, options.arch))
     check_arch(arch)
+    share = -(-(options.batch_size or train.batch_size) // processes)  # a process's batch
+    check_geometry(arch, share, options.precision)
     return replace(
         preset,
         arch=arch,
@@ -156,7 +169,7 @@ def _validate(options: TrainOptions) -> Preset:
 
 def mixing(recipe: TrainRecipe, num_classes: int = 0) -> Mixing:
     """The Mixup/CutMix of `recipe` for `num_classes` classes."""
-    return Mixing(recipe.mixup, recipe.cutmix, recipe.mix_prob, num_classes)
+    return Mixing(recipe.mixup, recipe.cutmix, recipe.mix_prob, num_classes, recipe.cutmix_alpha)
 
 
 def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit: bool) -> None:
@@ -269,6 +282,8 @@ def resume_options(out: Path, given: Mapping[str, object]) -> TrainOptions:
             f"--epochs {stored['epochs']} is fewer than the {done} epochs {out} already ran: "
             f"pass --epochs {done} or more (the new total)"
         )
+    for name in ("recipe", "arch"):  # empty: an override earlier versions accepted
+        stored[name] = stored.get(name) or None
     return TrainOptions(**stored)
 
 
@@ -331,6 +346,7 @@ def train(
     writer = cluster is None or cluster.writer
     options = _prepare_folder(out, options, resume, writer)  # refusals before anything is created
     check_strategy(options.strategy)
+    _validate(options, 1 if cluster is None else cluster.num_processes)  # before the folder
     if not writer:  # process 0 holds the folder; connecting waits for it to get that far
         with _joined(cluster, options, out, resume):
             return _train(options, out, resume, cluster)
@@ -413,7 +429,7 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
     """The body of `train`, run while this process holds the run folder (or, in a
     multi-process run, while process 0 holds it: then only process 0 writes)."""
     writer = cluster is None or cluster.writer
-    preset = _validate(options)
+    preset = _validate(options, 1 if cluster is None else cluster.num_processes)
     data = load_data(options.data, seed=options.seed, val_fraction=preset.train.val_fraction)
     _check_data(data, options)
     height, width, _ = data.image_shape
@@ -434,6 +450,8 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
         batch = preset.train.batch_size
         _check_split(batch, placement)
         distribution = _distribution(options, placement, cluster)
+        on_device = use_device_data(options.device_data, data.x_train, placement.replicas)
+        options = replace(options, device_data="on" if on_device else "off")  # a resume keeps it
         if writer:
             out.mkdir(parents=True, exist_ok=True)
         if not resume and writer:
@@ -456,26 +474,11 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
                 flush=True,
             )
         with placement.scope():  # the pipeline splits batches evenly across the replicas
-            train_data = train_dataset(
-                data.x_train,
-                data.y_train,
-                batch,
-                preset.train.augmentation,
-                options.seed,
-                mixing(preset.train, data.num_classes),  # soft labels for training only
-                preset.train.rand_augment,
-                preset.train.repeat_augment,
-            )
-            steps = len(train_data)
-            model = build_model(preset, data.image_shape, data.num_classes, norm_stats=norm)
-            fit_model = training_model(
-                model,
-                preset.train.augmentation,
-                options.seed,
-                x=data.x_train,
-                rand_augment=preset.train.rand_augment,
-            )
-            compile_model(fit_model, preset, steps, options.jit)
+            if on_device:
+                train_data, model, fit_model = device_resident(preset, data, norm, options.seed)
+            else:
+                train_data, model, fit_model = host_fed(preset, data, norm, options.seed)
+            compile_model(fit_model, preset, len(train_data), options.jit)
         if writer:  # the history of an epoch first, then its checkpoint (the resume point)
             callbacks = [HistoryLog(out / HISTORY_FILE), Checkpoint(out / CHECKPOINT_DIR)]
         else:  # restores process 0's checkpoint on --resume, writes nothing
@@ -531,6 +534,46 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
     return out
+
+
+def host_fed(preset: Preset, data: Dataset, norm, seed: int) -> tuple:
+    """(training batches, model, what fit trains) fed from the host pipeline: tf.data (which
+    augments) on TensorFlow, NumPy batches elsewhere (augmented in the step)."""
+    recipe = preset.train
+    train_data = train_dataset(
+        data.x_train,
+        data.y_train,
+        recipe.batch_size,
+        recipe.augmentation,
+        seed,
+        mixing(recipe, data.num_classes),  # soft labels for training only
+        recipe.rand_augment,
+        recipe.repeat_augment,
+    )
+    model = build_model(preset, data.image_shape, data.num_classes, norm_stats=norm)
+    fit_model = training_model(
+        model, recipe.augmentation, seed, x=data.x_train, rand_augment=recipe.rand_augment
+    )
+    return train_data, model, fit_model
+
+
+def device_resident(preset: Preset, data: Dataset, norm, seed: int) -> tuple:
+    """(index batches, model, what fit trains) with the split uploaded to the device once and
+    augmented and mixed in the step (toolkit.training.device_data)."""
+    recipe = preset.train
+    batches = IndexBatches(len(data.y_train), recipe.batch_size, seed, recipe.repeat_augment)
+    model = build_model(preset, data.image_shape, data.num_classes, norm_stats=norm)
+    fit_model = device_trainer(
+        model,
+        data.x_train,
+        data.y_train,
+        data.num_classes,
+        recipe.augmentation,
+        mixing(recipe, data.num_classes),
+        seed,
+        recipe.rand_augment,
+    )
+    return batches, model, fit_model
 
 
 def _epochs_logged(history: Path) -> int:
