@@ -31,6 +31,7 @@ from toolkit.training.device_data import (
     stored,
     use_device_data,
 )
+from toolkit.training.train import resume_options
 
 
 def _draws(which: int, batch: int, seed: int = 0) -> MixDraws:
@@ -164,6 +165,22 @@ def test_unknown_device_data_mode_is_refused_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "--device-data: invalid choice: 'gpu'" in err and "\n" not in err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_a_resume_keeps_the_runs_input_path_unless_told_otherwise(tmp_path, capsys):
+    """config.json records the path `auto` chose; a resume that names none keeps it, one that
+    names another is refused (the checkpoint holds the other path's state)."""
+    out = tmp_path / "run"
+    argv = ["train", "--model", "shiftvit", "--data", "shapes:200", "--epochs", "1"]
+    assert main([*argv, "--device-data", "on", "--out", str(out)]) == 0
+    (out / "metrics.json").unlink()  # unfinished again: its checkpoint is gone, it starts anew
+    options = resume_options(out, {"epochs": 2, "device_data": None})
+    assert options.device_data == "on" and options.epochs == 2
+    capsys.readouterr()
+    assert main(["train", "--out", str(out), "--resume", "--device-data", "off"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--resume keeps the run's --device-data on" in err and "\n" not in err
 
 
 @pytest.mark.slow

@@ -104,7 +104,9 @@ class TrainOptions:
     license: str | None = None  # and under which terms it may be used
     recipe: str | None = None  # KEY=VALUE[,KEY=VALUE...]: TrainRecipe fields set over the preset's
     arch: str | None = None  # KEY=VALUE[,KEY=VALUE...]: architecture fields over the preset's
-    device_data: str = "auto"  # the split on the device, augmented in the step (device_data.py)
+    # the split on the device, augmented in the step (device_data.py): auto, on, off; None is
+    # auto for a new run and the run's own choice on --resume (config.json records on or off)
+    device_data: str | None = None
 
 
 SEEDS = range(2**32)  # what numpy's and Keras' random generators take
@@ -129,7 +131,7 @@ def _validate(options: TrainOptions, processes: int = 1) -> Preset:
             f"unknown strategy '{options.strategy}': choose one of {', '.join(STRATEGIES)}"
         )
     check_strategy(options.strategy)
-    if options.device_data not in DEVICE_DATA_MODES:
+    if options.device_data not in (None, *DEVICE_DATA_MODES):
         raise UsageError(
             f"unknown --device-data '{options.device_data}': choose one of "
             f"{', '.join(DEVICE_DATA_MODES)}"
@@ -450,7 +452,8 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
         batch = preset.train.batch_size
         _check_split(batch, placement)
         distribution = _distribution(options, placement, cluster)
-        on_device = use_device_data(options.device_data, data.x_train, placement.replicas)
+        mode = options.device_data or "auto"
+        on_device = use_device_data(mode, data.x_train, placement.replicas)
         options = replace(options, device_data="on" if on_device else "off")  # a resume keeps it
         if writer:
             out.mkdir(parents=True, exist_ok=True)
