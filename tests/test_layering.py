@@ -242,15 +242,21 @@ def test_the_wheel_installs_one_import_root(tmp_path):
         ["--help"],
         ["presets"],
         ["train", "--help"],
+        ["eval", "--help"],
         ["predict", "--help"],
         ["bench", "--help"],
+        ["export", "--help"],
+        ["verify", "--help"],
         ["ship", "--help"],
+        ["demo", "--help"],
     ],
     ids=" ".join,
 )
 def test_the_cli_starts_without_a_backend(argv, tmp_path):
-    """On the full install, `toolkit --help` and `toolkit presets` (and the help of the commands
-    that need no converter) import no Keras, backend, converter or runtime."""
+    """On the full install, `toolkit --help`, `toolkit presets` and every command's help import
+    no Keras, backend, converter or runtime: the converters' commands (export, verify, ship,
+    demo) too, which without TensorFlow refuse before their help
+    (test_converter_commands_say_tensorflow_is_missing)."""
     code = (
         "import json, sys, contextlib, io\n"
         "from toolkit.cli.main import main\n"
@@ -267,6 +273,11 @@ def test_the_cli_starts_without_a_backend(argv, tmp_path):
     status, printed, heavy = json.loads(done.stdout.strip().splitlines()[-1])
     assert status in (0, None) and printed, done.stderr
     assert heavy == []
+    letters = "".join(printed.split())  # however argparse wraps (at hyphens too)
+    if argv == ["export", "--help"]:  # the defaults the converters use, read without them
+        assert "opset17to23(default23;" in letters and "(default500," in letters
+    if argv == ["verify", "--help"]:
+        assert "(defaultall:shift,shifted-patches,spt,lsa,shiftvit-block,vit-block)" in letters
     if argv == ["presets"]:
         assert "| shiftvit | shift-b | Shift-B |" in printed and "89,026,152" in printed
 

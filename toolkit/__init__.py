@@ -33,8 +33,8 @@ __version__ = "0.1.0"
 _API = {
     "train": "toolkit.training.train",
     "TrainOptions": "toolkit.training.train",
-    "export_run": "toolkit.export.pipeline",
-    "verify_run": "toolkit.verify.suite",
+    "export_run": "toolkit.export",  # the packages set TensorFlow up before their converters
+    "verify_run": "toolkit.verify",
     "bench_run": "toolkit.bench.benchmark",
     "ship_run": "toolkit.ship.bundle",
     "open_run": "toolkit.runfolder",

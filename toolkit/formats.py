@@ -29,7 +29,13 @@ OPTION_FLAGS = {
 }
 ONNX_OPTIONS = ("opset",)
 CALIB_OPTIONS = ("calib_data", "calib_samples")
+DEFAULT_CALIB_SAMPLES = 500  # calibration images when none are asked (export/calibration.py)
 SEARCH_OPTIONS = ("max_accuracy_drop",)  # taken by exactly the formats with a search space
+# the `opset` option's range (export/onnx.py converts at it, export/onnx_rewrite.py fuses)
+MIN_OPSET = 17
+ATTENTION_OPSET = 23  # the first opset with a standard Attention op (fuse_attention)
+MAX_OPSET = ATTENTION_OPSET  # above tf2onnx's newest, onnx's version converter lifts the graph
+DEFAULT_OPSET = MAX_OPSET  # opset 23: each attention core one standard Attention node
 
 
 @dataclass(frozen=True)

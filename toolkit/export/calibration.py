@@ -11,10 +11,9 @@ import sys
 import numpy as np
 
 from toolkit.errors import UsageError
+from toolkit.formats import DEFAULT_CALIB_SAMPLES
 from toolkit.rundata import run_dataset
 from toolkit.runfolder import Run
-
-DEFAULT_CALIB_SAMPLES = 500
 
 
 def calib_count(asked: int | None, available: int, spec: str) -> int:

@@ -7,12 +7,16 @@ import sys
 from pathlib import Path
 
 from toolkit.argtypes import ALL, finite_float
-from toolkit.export.calibration import DEFAULT_CALIB_SAMPLES
 from toolkit.export.errors import ExportError
-from toolkit.export.onnx import MAX_OPSET, MIN_OPSET
-from toolkit.export.onnx_rewrite import ATTENTION_OPSET
-from toolkit.export.pipeline import DEFAULT_OPSET, EXPORT_DIR, export_run
-from toolkit.formats import FORMATS
+from toolkit.formats import (
+    ATTENTION_OPSET,
+    DEFAULT_CALIB_SAMPLES,
+    DEFAULT_OPSET,
+    FORMATS,
+    MAX_OPSET,
+    MIN_OPSET,
+)
+from toolkit.runfolder import EXPORT_DIR
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -73,6 +77,11 @@ def gpu_notes(manifest: dict, names: list[str]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Export, then print one row per format written and the export folder."""
+    from toolkit.keras_setup import setup_keras
+
+    setup_keras()  # TensorFlow imported quietly and the custom layers registered, before converters
+    from toolkit.export.pipeline import export_run
+
     try:
         exported = export_run(
             args.run,

@@ -28,16 +28,14 @@ from tensorflow.python.framework.convert_to_constants import convert_variables_t
 import toolkit
 from toolkit.errors import first_line
 from toolkit.export.errors import ExportError
-from toolkit.export.onnx_rewrite import ATTENTION_OPSET, rewrite
+from toolkit.export.onnx_rewrite import rewrite
 from toolkit.export.oplist import STANDARD_ONNX_DOMAINS, forbidden_ops, onnx_ops
 from toolkit.export.signature import INPUT_NAME, OUTPUT_NAME, serving_function
 from toolkit.export.source import ExportSource
 from toolkit.export.spelling import converter_spelling
 from toolkit.native_logs import captured_native_stderr
 
-MIN_OPSET = 17
 TF2ONNX_MAX_OPSET = max(tf2onnx.constants.OPSET_TO_IR_VERSION)  # the newest tf2onnx can target
-MAX_OPSET = ATTENTION_OPSET  # above tf2onnx's newest, onnx's version converter lifts the graph
 BATCH_DIM = "batch"
 SKIPPED_TF2ONNX_OPTIMIZERS = ("optimize_transpose",)
 

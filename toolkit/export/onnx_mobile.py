@@ -57,7 +57,7 @@ from toolkit.formats import Format
 from toolkit.native_logs import captured_native_stderr
 
 FORMAT = "onnx-mobile"
-MOBILE_OPSET = 17  # below export.onnx_rewrite.ATTENTION_OPSET: no Attention node
+MOBILE_OPSET = 17  # below formats.ATTENTION_OPSET: no Attention node
 MOBILE_BATCH = 1
 # Abramowitz & Stegun 7.1.28: erf(z) = 1 - (1 + a1 z + ... + a6 z^6)^-16 for z >= 0, |e| <= 3e-7
 ERF_COEFFICIENTS = (

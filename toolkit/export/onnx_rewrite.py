@@ -35,10 +35,10 @@ from onnx import helper, numpy_helper
 
 from toolkit.export.errors import ExportError
 from toolkit.export.oplist import STANDARD_ONNX_DOMAINS
+from toolkit.formats import ATTENTION_OPSET
 from toolkit.ops.attention import DIAGONAL_FILL  # exp(lowest - row max) is exactly 0
 
 FLOAT_NODE_SUFFIX = "/keep_float"  # nodes a static int8 recipe must leave float (export.onnx_int8)
-ATTENTION_OPSET = 23  # the first opset with a standard Attention op (fuse_attention)
 OBSERVED_BATCHES = (2, 3)  # two batch sizes: a dimension that differs between them is dynamic
 REWRITE_TOLERANCE = 1e-4  # relative to the largest output: float reassociation, nothing more
 SQRT_HALF = float(np.sqrt(0.5))

@@ -20,13 +20,15 @@ from toolkit.export.manifest import (
     update_manifest,
 )
 from toolkit.export.metadata import with_metadata
-from toolkit.export.onnx import MAX_OPSET, MIN_OPSET
 from toolkit.export.source import ExportSource, open_source
 from toolkit.export.staging import staged
 from toolkit.export.validate import INSPECTORS, ArtifactInfo
 from toolkit.formats import (
     CALIB_OPTIONS,
+    DEFAULT_OPSET,
     FORMATS,
+    MAX_OPSET,
+    MIN_OPSET,
     SEARCH_OPTIONS,
     Format,
     check_options,
@@ -34,8 +36,6 @@ from toolkit.formats import (
 )
 from toolkit.progress import progress
 from toolkit.runfolder import EXPORT_DIR, LABELS_FILE, MANIFEST_FILE, labels_text, open_run
-
-DEFAULT_OPSET = MAX_OPSET  # opset 23: each attention core one standard Attention node
 
 
 @dataclass(frozen=True)

@@ -241,12 +241,12 @@ def run_stages(
     for line in plan.reasons:
         say(line)
     if plan.export:
-        from toolkit.export.pipeline import export_run
+        from toolkit.export import export_run  # TensorFlow set up first (export/__init__.py)
 
         export_run(run.path, list(plan.export))  # int8: export's calibration count rule
     if plan.verify:
-        from toolkit.verify.saving import manifest_writable, save_report
-        from toolkit.verify.suite import verify_run
+        from toolkit.verify import save_report, verify_run  # TensorFlow set up first
+        from toolkit.verify.saving import manifest_writable
 
         report = verify_run(run.path, level="models")
         save_report(run.path, report, run.path / VERIFY_FILE, manifest_writable(run.path))

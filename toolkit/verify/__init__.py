@@ -4,19 +4,27 @@
 reference (ops/); `verify_models` checks each exported artifact against the run's Keras model
 (modellevel.py); `verify_run` does both plus the int8 attribution, as `toolkit verify RUN` does.
 The layer level (`--layers`) is layers/; rules.py holds every pass/fail rule; saving.py
-writes verify.json and the parity records, as the command does.
+writes verify.json and the parity records, as the command does. The levels import TensorFlow:
+they load on first use, after `setup_keras()`, so that `toolkit verify --help` starts without it.
 """
 
-from toolkit.keras_setup import setup_keras
+from __future__ import annotations
 
-setup_keras()  # TensorFlow imported quietly and the custom layers registered, before the levels
+import importlib
 
-from toolkit.verify.modellevel import verify_models  # noqa: E402
-from toolkit.verify.ops.cases import OP_CASES, OpCase  # noqa: E402
-from toolkit.verify.ops.level import verify_ops  # noqa: E402
-from toolkit.verify.rules import Tolerances  # noqa: E402
-from toolkit.verify.saving import Saved, report_path, save_report  # noqa: E402
-from toolkit.verify.suite import verify_run  # noqa: E402
+from toolkit.verify.rules import Tolerances
+from toolkit.verify.saving import Saved, report_path, save_report
+
+ATTRIBUTION_SAMPLES = 32  # debug images for the int8 attribution (capped by --samples)
+
+# name -> the module of this package that defines it, imported when the name is first used
+_LEVELS = {
+    "OP_CASES": "ops.cases",
+    "OpCase": "ops.cases",
+    "verify_models": "modellevel",
+    "verify_ops": "ops.level",
+    "verify_run": "suite",
+}
 
 __all__ = [
     "OP_CASES",
@@ -29,3 +37,16 @@ __all__ = [
     "verify_ops",
     "verify_run",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """The levels' names, imported on first use (PEP 562) once TensorFlow is imported quietly
+    and the custom layers are registered."""
+    if name not in _LEVELS:
+        raise AttributeError(f"module 'toolkit.verify' has no attribute {name!r}")
+    from toolkit.keras_setup import setup_keras
+
+    setup_keras()
+    value = getattr(importlib.import_module(f"toolkit.verify.{_LEVELS[name]}"), name)
+    globals()[name] = value
+    return value

@@ -12,9 +12,10 @@ from toolkit.errors import UsageError
 from toolkit.runfolder import EXPORT_DIR, MANIFEST_FILE, VERIFY_FILE, VERIFY_LAYERS_PLOT
 from toolkit.runtimes import VERIFIED_RUNTIMES
 from toolkit.scratch import remove_dead_scratch
-from toolkit.verify.layers.level import LAYER_SAMPLES, verify_layers_run
+from toolkit.verify import ATTRIBUTION_SAMPLES
+from toolkit.verify.layers import LAYER_SAMPLES
 from toolkit.verify.layers.report import divergence_lines, layer_table
-from toolkit.verify.ops.cases import OP_CASES, SHAPE_SETS
+from toolkit.verify.ops import OP_NAMES, SHAPE_SETS
 from toolkit.verify.report import (
     attribution_table,
     model_table,
@@ -23,7 +24,6 @@ from toolkit.verify.report import (
 )
 from toolkit.verify.rules import ATOL_FP32, INT8_STEPS, Tolerances
 from toolkit.verify.saving import manifest_writable, report_path, save_report
-from toolkit.verify.suite import ATTRIBUTION_SAMPLES, verify_run
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -78,7 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--ops",
         default=ALL,
         metavar="OP[,OP...]",
-        help=f"ops to check (default all: {','.join(OP_CASES)})",
+        help=f"ops to check (default all: {','.join(OP_NAMES)})",
     )
     p.add_argument(
         "--allow-modified",
@@ -120,6 +120,12 @@ def run(args: argparse.Namespace) -> int:
         report_path(args.run, args.json, args.layers)
         record = level != "ops" and manifest_writable(args.run)
     remove_dead_scratch()  # what killed exports and verifies left in the temp folder, any level
+    from toolkit.keras_setup import setup_keras
+
+    setup_keras()  # TensorFlow imported quietly and the custom layers registered, before the levels
+    from toolkit.verify.layers.level import verify_layers_run
+    from toolkit.verify.suite import verify_run
+
     if args.layers:
         report = verify_layers_run(
             args.run,

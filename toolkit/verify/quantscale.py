@@ -5,9 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import onnx
-from onnx import numpy_helper
-
 from toolkit.runtimes import Session
 
 
@@ -18,6 +15,9 @@ def _tflite_scale(path: Path, session: Session) -> float | None:
 
 def _onnx_scale(path: Path, session: Session) -> float | None:
     """Scale of the DequantizeLinear that produces the graph output (QDQ models), else None."""
+    import onnx  # here, not at import: `toolkit verify --help` reads cells.py's names
+    from onnx import numpy_helper
+
     graph = onnx.load(str(path)).graph
     output = graph.output[0].name
     initializers = {t.name: t for t in graph.initializer}

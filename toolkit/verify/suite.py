@@ -11,6 +11,7 @@ from toolkit.errors import UsageError, first_line
 from toolkit.manifest import check_unmodified, modified_files
 from toolkit.runfolder import Run, open_run
 from toolkit.runtimes import VERIFIED_RUNTIMES
+from toolkit.verify import ATTRIBUTION_SAMPLES
 from toolkit.verify.attribution import attribute_int8, int8_formats
 from toolkit.verify.modellevel import test_images, verify_models
 from toolkit.verify.ops.cases import OP_CASES, Params
@@ -21,7 +22,6 @@ from toolkit.versions import versions
 
 LEVELS = ("all", "ops", "models")
 PARTS = ("ops", "models", "layers")  # the report's sections of cells, in report order
-ATTRIBUTION_SAMPLES = 32  # debug images for the int8 attribution (capped by --samples)
 
 
 def verify_run(

@@ -22,6 +22,7 @@ from toolkit.runfolder import Run, open_run
 from toolkit.runtimes import VERIFIED_RUNTIMES, run_in_chunks
 from toolkit.verify.artifacts import Target, artifact_cells, level_report
 from toolkit.verify.cells import FAIL, PASS, open_session, verdict
+from toolkit.verify.layers import LAYER_SAMPLES
 from toolkit.verify.layers.boundaries import (
     Boundary,
     Graph,
@@ -41,7 +42,6 @@ from toolkit.verify.rules import DEFAULT_TOLERANCES, LAYER_RULES, Tolerances, ju
 from toolkit.verify.suite import check_exported, conclude, report_head
 from toolkit.versions import versions
 
-LAYER_SAMPLES = 64  # default test images: enough for stable SQNR, seconds per artifact
 CHUNK = 32  # images per Keras and ORT call: bounds activation memory (LiteRT: its own batch)
 NOT_FOUND = "not found"
 # runtime -> capture class: opens an artifact with its boundary tensors readable

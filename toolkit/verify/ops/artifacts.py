@@ -18,9 +18,9 @@ import onnx
 
 from toolkit.export.onnx import keras_to_onnx
 from toolkit.export.onnx_int8 import OnnxRecipe, quantize_int8
-from toolkit.export.pipeline import DEFAULT_OPSET
 from toolkit.export.source import ExportSource
 from toolkit.export.tflite import FP32, INT8, convert_tflite
+from toolkit.formats import DEFAULT_OPSET
 
 
 @dataclass

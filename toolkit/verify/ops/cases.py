@@ -24,6 +24,7 @@ from toolkit.ops import (
     ShiftedPatchTokenization,
     reference_shifted_patches,
 )
+from toolkit.verify.ops import OP_NAMES
 from toolkit.verify.ops import reference as ref
 from toolkit.verify.ops.spt_step import ShiftedPatches
 from toolkit.verify.rules import OP_RULES, Rule
@@ -31,7 +32,7 @@ from toolkit.verify.rules import OP_RULES, Rule
 Params = Mapping[str, object]
 LayerClass = Callable[..., keras.layers.Layer]
 INPUT_CLIP = 4.0  # inputs are N(0, 1) clipped to +-4: calibration covers every test value
-SHAPE_SETS = ("full", "quick")
+SHIFT, SHIFTED_PATCHES, SPT, LSA, SHIFTVIT_BLOCK, VIT_BLOCK = OP_NAMES
 
 
 @dataclass(frozen=True)
@@ -207,7 +208,7 @@ OP_CASES: dict[str, OpCase] = {
     c.name: c
     for c in (
         OpCase(
-            "shift",
+            SHIFT,
             "PartialShift (ShiftViT): four channel groups move by shift_pixel",
             "exact",
             "movement",
@@ -230,7 +231,7 @@ OP_CASES: dict[str, OpCase] = {
             PartialShift,
         ),
         OpCase(
-            "shifted-patches",
+            SHIFTED_PATCHES,
             "shifted_patches (SPT, parameter-free part): 5 shifted copies cut into patches",
             "exact",
             "movement",
@@ -249,7 +250,7 @@ OP_CASES: dict[str, OpCase] = {
             ShiftedPatches,
         ),
         OpCase(
-            "spt",
+            SPT,
             "ShiftedPatchTokenization: shifted patches -> LayerNorm -> Dense",
             "atol",
             "arithmetic",
@@ -268,7 +269,7 @@ OP_CASES: dict[str, OpCase] = {
             ShiftedPatchTokenization,
         ),
         OpCase(
-            "lsa",
+            LSA,
             "LocalitySelfAttention: learned temperature, diagonal masked",
             "atol",
             "arithmetic",
@@ -280,7 +281,7 @@ OP_CASES: dict[str, OpCase] = {
             LocalitySelfAttention,
         ),
         OpCase(
-            "shiftvit-block",
+            SHIFTVIT_BLOCK,
             "ShiftViT block: shift, LayerNorm, MLP(2C, C), residual add",
             "block",
             "arithmetic",
@@ -298,7 +299,7 @@ OP_CASES: dict[str, OpCase] = {
             },
         ),
         OpCase(
-            "vit-block",
+            VIT_BLOCK,
             "ViT block: LayerNorm, LSA, add, LayerNorm, MLP(2D, D), add",
             "block",
             "arithmetic",

@@ -14,10 +14,10 @@ from toolkit.progress import progress
 from toolkit.runtimes import VERIFIED_RUNTIMES
 from toolkit.scratch import scratch_dir
 from toolkit.verify.cells import ERROR, NOT_APPLICABLE, cell, run_cell, summarize
+from toolkit.verify.ops import SHAPE_SETS
 from toolkit.verify.ops.artifacts import OP_ARTIFACTS, PRECISIONS, OpExport, artifact_for
 from toolkit.verify.ops.cases import (
     OP_CASES,
-    SHAPE_SETS,
     LayerClass,
     OpCase,
     Params,
