@@ -35,12 +35,29 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+PYTEST := CHROMIUM=$(CHROMIUM) TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q --durations=25
+# two pytest-xdist workers, each test file on one (its module fixtures made once; the shared
+# tiny runs once for both: tests/tiny_runs.py); the tests marked serial after, alone
+WORKERS ?= 2
+# $(call part,MARKS): the tests of MARKS, both runs whatever the first gives; fails if either did
+part = { $(PYTEST) -n $(WORKERS) --dist loadfile -m "($(1)) and not serial"; first=$$?; \
+	$(PYTEST) -m "($(1)) and serial" && [ $$first = 0 ]; }
+
+# the quick tests, then those that train or time (marked slow); prints each part's time
 test: lint browser
-	CHROMIUM=$(CHROMIUM) TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q --durations=25
+	@start=$$(date +%s); failed=0; \
+	$(call part,not slow) || failed=1; fast=$$(date +%s); \
+	$(call part,slow) || failed=1; end=$$(date +%s); \
+	echo "make test: fast part $$((fast - start)) s, slow part $$((end - fast)) s," \
+		"whole run $$((end - start)) s"; \
+	exit $$failed
 
 # the edit loop: everything but the tests that train or time (marked slow)
 test-fast: lint
-	TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q -m "not slow"
+	@start=$$(date +%s); failed=0; \
+	$(call part,not slow) || failed=1; \
+	echo "make test-fast: $$(($$(date +%s) - start)) s"; \
+	exit $$failed
 
 demo: $(STAMP)
 	TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/toolkit demo

@@ -146,7 +146,7 @@ def target_of(model_name: str, preset_name: str) -> Target:
     """The paper's CIFAR-10 top-1 for a `paper-cifar` preset (ShiftViT: the paper ViT's), the
     keras.io seed's otherwise."""
     if preset_name == PAPER_PRESET:
-        from toolkit.models.presets import PAPER_FIGURES
+        from toolkit.models.paper_figures import PAPER_FIGURES
 
         figures = PAPER_FIGURES[PAPER_STANDIN.get(model_name, model_name), preset_name]
         return Target(f"the SPT/LSA paper's {figures.name}", figures.top1 / 100, "CIFAR-10", True)
@@ -255,7 +255,7 @@ def child_train(
     from toolkit.models import MODELS, channel_stats, get_preset
     from toolkit.training.checkpoint import STATE_FILE, Checkpoint, epochs_done, save_state
     from toolkit.training.device_data import use_device_data
-    from toolkit.training.train import compile_model, device_resident, host_fed
+    from toolkit.training.train import compile_model, device_resident, host_fed, recipe_callbacks
 
     deadline = ends_at - (1 - CHILD_GRACE_S) * (ends_at - time.time())  # a tenth kept back
     preset = scaled_recipe(get_preset(model_name, preset_name), batch_size)
@@ -346,17 +346,7 @@ def child_train(
 
     clock = Clock()
     callbacks = [clock]
-    if recipe.ema is not None:  # validation scores the averages, as `toolkit train`
-        callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=False))
-    if recipe.early_stopping_patience:
-        callbacks.append(
-            keras.callbacks.EarlyStopping(
-                monitor="val_accuracy",
-                mode="max",
-                patience=recipe.early_stopping_patience,
-                restore_best_weights=True,
-            )
-        )
+    callbacks += recipe_callbacks(recipe)  # EMA and early stopping, as `toolkit train`
     if state is not None:  # restores the saved epochs when fit starts (the step built)
         state.mkdir(parents=True, exist_ok=True)
         callbacks.insert(0, Checkpoint(state, write=False))
@@ -660,15 +650,17 @@ def run_two_process(spec: dict, args, context: dict, scratch: Path) -> dict:
         return _row(spec, FAILED, why, elapsed_s=elapsed)
     digests = [re.findall(r"weights sha256 ([0-9a-f]{64})", log) for log in logs]
     steps = step_seconds(logs[0])
-    config = json.loads((out / "config.json").read_text())
-    batch = config["preset"]["train"]["batch_size"]
+    from toolkit.runfiles import read_config
+
+    config = read_config(out)
+    batch = config.train_recipe["batch_size"]
     result = {
         "model": "shiftvit",
         "preset": args.preset,
         "precision": PRECISION,
         "epochs": epochs,
         "batch": batch,
-        "distribution": config["distribution"],
+        "distribution": dict(config.distribution),
         "epoch_step_s": steps,
         "images_per_s": round(batch / steps[-1], 1) if steps and steps[-1] > 0 else None,
         "equal_weights": len(digests[0]) == 1 and digests[0] == digests[1],

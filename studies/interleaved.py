@@ -38,9 +38,9 @@ BATCH = 1
 def _files(run_dir: Path, formats: list[str]) -> dict[str, tuple[Path, str]]:
     """Format -> (file, runtime) of the chosen formats RUN exported for a CPU runtime."""
     run = open_run(run_dir)
-    artifacts = run.manifest()["artifacts"]
+    artifacts = run.manifest().artifacts
     chosen = {
-        f: (run.export_dir / artifacts[f]["file"], FORMATS[f].runtime)
+        f: (run.export_dir / artifacts[f].file, FORMATS[f].runtime)
         for f in formats
         if f in artifacts and FORMATS[f].runtime in interleaved.CPU_RUNTIMES
     }
@@ -153,12 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    options = run.config.get("options", {})
     report = {
         "folder": str(args.run),
         "kind": "run folder",
-        "model": options.get("model"),
-        "preset": options.get("preset"),
+        "model": run.config.model,
+        "preset": run.config.preset,
         "command": "python -m studies.interleaved " + shlex.join(argv or sys.argv[1:]),
         "date": started,
         "machine": machine,

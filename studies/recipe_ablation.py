@@ -31,6 +31,7 @@ from pathlib import Path
 
 from studies.provenance import header_lines, publish
 from toolkit.bench.machine import cpu_flags, cpu_model
+from toolkit.runfiles import read_config
 from toolkit.versions import versions
 
 
@@ -103,9 +104,9 @@ def train(args: argparse.Namespace, label: str, recipe: str | None, out: Path) -
     _, status, usage = os.wait4(child.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"[{label}] toolkit train failed: see {out}")
-    config = json.loads((out / "config.json").read_text())
+    config = read_config(out)
     metrics = json.loads((out / "metrics.json").read_text())
-    batch = config["preset"]["train"]["batch_size"]
+    batch = config.train_recipe["batch_size"]
     return Trained(
         label=label,
         recipe=recipe,
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
     }
     runs = [train(args, "preset", None, out / "preset")]
-    preset_train = json.loads((out / "preset" / "config.json").read_text())["preset"]["train"]
+    preset_train = dict(read_config(out / "preset").train_recipe)
     for name in names:
         piece = PIECES[name]
         on = piece.is_on(preset_train)

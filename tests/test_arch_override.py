@@ -6,15 +6,9 @@ from pathlib import Path
 import pytest
 
 from toolkit.errors import UsageError
-from toolkit.models.presets import (
-    ARCH_CLASSES,
-    PRESETS,
-    ViTArch,
-    arch_keys,
-    check_arch,
-    get_preset,
-    parse_arch,
-)
+from toolkit.models.architectures import ARCH_CLASSES, ViTArch, check_arch
+from toolkit.models.overrides import arch_keys, parse_arch
+from toolkit.models.presets import PRESETS, get_preset
 from toolkit.ops import LocalitySelfAttention
 from toolkit.training.train import TrainOptions, train
 

@@ -61,6 +61,7 @@ from toolkit.ops import (
 )
 from toolkit.predict import softmax as probabilities_of
 from toolkit.runfolder import MANIFEST_FILE, open_run
+from toolkit.runmodel import load_run_model
 from toolkit.runtimes import open_artifact
 from toolkit.scratch import scratch_dir
 from toolkit.verify import OP_CASES
@@ -165,7 +166,7 @@ def exported(request, tiny_runs):
         "run": run_dir,
         "out": run_dir / EXPORT_DIR,
         "manifest": manifest,
-        "model": run.load_model(),
+        "model": load_run_model(run),
         "test_images": load_data(TINY_DATA, seed=0).x_test.astype(np.float32),
     }
 
@@ -614,7 +615,7 @@ def test_manifest_describes_every_artifact(exported):
     assert (out / "labels.txt").read_text().splitlines() == run.class_names
     assert manifest["source_run"] == str(exported["run"].resolve())
     assert manifest["versions"] == versions()
-    kind = run.config["preprocessing"]
+    kind = run.config.preprocessing
     assert manifest["preprocessing"]["in_model"][0]["op"] == kind
     assert manifest["preprocessing"]["in_model"][1]["size"] == [32, 32]
     assert manifest["input"] == {
@@ -745,7 +746,7 @@ def test_reexport_updates_one_entry_and_keeps_the_others(exported, tmp_path):
     stale["artifacts"]["tflite-dynamic"]["sha256"] = "stale"
     (out / MANIFEST_FILE).write_text(json.dumps(stale))
     written = export_run(exported["run"], "tflite-dynamic", out=out)
-    manifest = written.manifest
+    manifest = written.manifest.to_json()
     path = out / FORMATS["tflite-dynamic"].filename
     assert written.formats == ("tflite-dynamic",) and written.folder == out  # what it wrote
     assert list(written.entries) == ["tflite-dynamic"] and written.path("tflite-dynamic") == path
@@ -763,7 +764,7 @@ def test_reexport_of_a_copied_run_keeps_the_entries_whose_files_match(exported, 
     out = copy / EXPORT_DIR
     (out / FORMATS["onnx-int8"].filename).write_bytes(b"replaced by hand")
     (out / FORMATS["tflite-fp16"].filename).unlink()
-    manifest = export_run(copy, "tflite").manifest
+    manifest = export_run(copy, "tflite").manifest.to_json()
     kept = [f for f in FORMATS if f not in ("onnx-int8", "tflite-fp16")]
     assert list(manifest["artifacts"]) == kept
     for fmt in kept:
@@ -784,7 +785,7 @@ def test_merge_keeps_entries_of_the_same_model_only(tmp_path):
     def merged(out: Path, old: dict) -> list[str]:
         _write(out / "model.onnx")
         (out / MANIFEST_FILE).write_text(json.dumps({**old, "artifacts": {"onnx": onnx_entry}}))
-        return list(update_manifest(out, head, "tflite", {"file": "x"})["artifacts"])
+        return list(update_manifest(out, head, "tflite", {"file": "x"}).artifacts)
 
     legacy = {"source_run": str(tmp_path / "run")}  # the folder it was copied from
     assert merged(run / EXPORT_DIR, legacy) == ["onnx", "tflite"]

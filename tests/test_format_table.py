@@ -19,6 +19,7 @@ from toolkit.formats import (
     ROOFLINE_PRECISIONS,
     SEARCH_OPTIONS,
 )
+from toolkit.runfiles import Manifest
 from toolkit.runtimes import RUNTIMES
 from toolkit.verify.artifacts import artifact_cells
 from toolkit.verify.attribution import int8_formats
@@ -78,7 +79,7 @@ def test_the_layer_level_is_not_applicable_where_the_row_says_why(tmp_path):
     (fmt,) = [n for n, f in FORMATS.items() if f.no_layer_level]
     path = tmp_path / FORMATS[fmt].filename
     path.write_bytes(b"unused: the level does not apply")
-    manifest = {"artifacts": {fmt: {"file": path.name}}}
+    manifest = Manifest.from_json({"artifacts": {fmt: {"file": path.name}}})
 
     def measure(target):
         raise AssertionError(f"measured {target.fmt} at the layer level")
@@ -108,7 +109,7 @@ def test_a_format_without_a_rule_is_an_error_never_a_pass(tmp_path, level, rules
         rule_for("tflite-int4", rules)
     path = tmp_path / "model_int4.tflite"
     path.write_bytes(b"unused: the rule is looked up first")
-    manifest = {"artifacts": {"tflite-int4": {"file": path.name}}}
+    manifest = Manifest.from_json({"artifacts": {"tflite-int4": {"file": path.name}}})
 
     def measure(target):
         raise AssertionError(f"measured {target.fmt} without a rule")

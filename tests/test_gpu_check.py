@@ -9,6 +9,7 @@ import types
 import pytest
 
 from toolkit.export.command import gpu_notes
+from toolkit.runfiles import Manifest
 from toolkit.runtimes import gpu_check
 
 
@@ -60,14 +61,16 @@ def test_the_child_process_answers_for_every_file(tmp_path):
 
 
 def test_export_notes_name_partial_files_and_why_nothing_was_checked():
-    manifest = {
-        "artifacts": {
-            "tflite": {"gpu_accelerator": {"checked": True, "fully_accelerated": True}},
-            "tflite-int8": {"gpu_accelerator": {"checked": True, "fully_accelerated": False}},
-            "tflite-fp16": {"gpu_accelerator": {"checked": False, "reason": "no GPU"}},
-            "onnx": {},
+    manifest = Manifest.from_json(
+        {
+            "artifacts": {
+                "tflite": {"gpu_accelerator": {"checked": True, "fully_accelerated": True}},
+                "tflite-int8": {"gpu_accelerator": {"checked": True, "fully_accelerated": False}},
+                "tflite-fp16": {"gpu_accelerator": {"checked": False, "reason": "no GPU"}},
+                "onnx": {},
+            }
         }
-    }
+    )
     assert gpu_notes(manifest, ["onnx", "tflite", "tflite-int8", "tflite-fp16"]) == [
         "tflite-int8: LiteRT's GPU accelerator does not take every op (the rest runs on the CPU)",
         "GPU accelerator: not checked for 1 file(s): no GPU",

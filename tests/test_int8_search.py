@@ -29,6 +29,7 @@ from toolkit.export.xnnpack import delegation
 from toolkit.formats import FORMATS, check_options
 from toolkit.manifest import sha256
 from toolkit.runfolder import MANIFEST_FILE, open_run
+from toolkit.runmodel import load_run_model
 from toolkit.runtimes import open_artifact
 from toolkit.runtimes.timing import Protocol
 
@@ -69,7 +70,7 @@ def _build(run_dir: Path, fmt: str, name: str) -> bytes:
     """The bytes of one search candidate of `fmt`, calibrated on 16 images of the run's data."""
     run = open_run(run_dir)
     space = CONVERTERS[fmt].search
-    with open_source(run, run.load_model(), opset=17, calib_data=None, calib_samples=16) as src:
+    with open_source(run, load_run_model(run), opset=17, calib_data=None, calib_samples=16) as src:
         return space.build(src, space.recipes[name], name)
 
 
@@ -194,7 +195,7 @@ def test_search_keeps_the_fastest_recipe_within_budget(tiny_run, tmp_path):
         calib_samples=CALIB_SAMPLES,
         max_accuracy_drop=50.0,
         out=out,
-    ).manifest
+    ).manifest.to_json()
     assert json.loads((out / MANIFEST_FILE).read_text()) == manifest
     for fmt, table in (("tflite-int8", TFLITE_RECIPES), ("onnx-int8", ONNX_RECIPES)):
         entry = manifest["artifacts"][fmt]

@@ -1,6 +1,7 @@
 """The package: one import root (`toolkit`) in the wheel, a CLI that starts without Keras or a
-backend, works without TensorFlow for the commands that do not need it, and imports that point
-one way between the core and the stage packages (export, verify, bench, cli)."""
+backend, works without TensorFlow for the commands that do not need it, imports that point one
+way between the core and the stage packages (export, verify, bench, cli) and between the core's
+own layers, no import cycle, and no function over 80 lines."""
 
 from __future__ import annotations
 
@@ -215,6 +216,178 @@ def test_the_private_import_scan_sees_one(tmp_path):
     ]
 
 
+# -- inside the core, layers point one way too: a module imports its own layer and those below
+# it, never one above (imports inside functions count); lowest first. Each module of the core
+# is in one layer: a new one fails test_every_core_module_has_a_layer until it is placed. --
+
+CORE_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "small shared utilities",
+        (
+            "toolkit.errors",
+            "toolkit.argtypes",
+            "toolkit.atomic",
+            "toolkit.scratch",
+            "toolkit.backend",
+            "toolkit.native_logs",
+            "toolkit.quiet_import",
+            "toolkit.progress",
+            "toolkit.accuracy",
+            "toolkit.versions",
+            "toolkit.formats",
+        ),
+    ),
+    ("the layers, each with its NumPy reference", ("toolkit.ops",)),
+    ("the --data registry and pipelines", ("toolkit.data",)),
+    ("presets, builders, MAC counts", ("toolkit.models",)),
+    (
+        "the run folder's files, read and written without Keras",
+        (
+            "toolkit.runfiles",
+            "toolkit.manifest",
+            "toolkit.runfolder",
+            "toolkit.rundata",
+            "toolkit.classnames",
+        ),
+    ),
+    ("a model's top-1/top-5 on a split", ("toolkit.evaluate",)),
+    ("training", ("toolkit.training",)),
+    ("Keras for a stage: every custom object registered", ("toolkit.keras_setup",)),
+    ("a run's model loaded and checked, `toolkit eval`", ("toolkit.runmodel",)),
+    ("the runtimes", ("toolkit.runtimes",)),
+    ("a run's uses: predict", ("toolkit.predict",)),
+)
+ROOT_MODULE = "toolkit"  # the import root: on top, its API names imported on first use
+
+
+def core_layer(module: str) -> int | None:
+    """The index in CORE_LAYERS of the core module `module` (or of a name in it), None when
+    no layer holds it; the import root is above them all."""
+    if module == ROOT_MODULE:
+        return len(CORE_LAYERS)
+    for index, (_, prefixes) in enumerate(CORE_LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return index
+    return None
+
+
+def _core_modules(root: Path = ROOT) -> dict[str, Path]:
+    """Core module name -> its file (a package by its own name)."""
+    modules = {
+        _module_name(p, root).removesuffix(".__init__"): p for p in (root / "toolkit").rglob("*.py")
+    }
+    return {name: path for name, path in sorted(modules.items()) if layer_of(name) == CORE}
+
+
+def _upward_core_imports(root: Path = ROOT) -> list[str]:
+    """`path:line imports module` for each import, in a core module, of a module of a higher
+    core layer (one per line: `from M import n` reports M)."""
+    wrong = []
+    for name, path in _core_modules(root).items():
+        own = core_layer(name)
+        lines = set()
+        for line, module in _imported(path, root):
+            if module == ROOT_MODULE or layer_of(module) != CORE or line in lines:
+                continue
+            target = core_layer(module) if module.startswith("toolkit.") else None
+            if own is not None and target is not None and target > own:
+                wrong.append(f"{path.relative_to(root)}:{line} imports {module}")
+                lines.add(line)
+    return wrong
+
+
+def test_every_core_module_has_a_layer():
+    unplaced = [name for name in _core_modules() if core_layer(name) is None]
+    assert unplaced == [], "add each to CORE_LAYERS (tests/test_layering.py)"
+
+
+def test_core_layers_point_one_way():
+    """No core module imports one of a higher core layer, not even inside a function."""
+    assert _upward_core_imports() == []
+
+
+def test_the_core_layer_scan_sees_an_upward_import(tmp_path):
+    """models/ importing keras_setup inside a function (it registers objects from training/)
+    is found; importing down (errors) or within a layer is not."""
+    (tmp_path / "toolkit" / "models").mkdir(parents=True)
+    (tmp_path / "toolkit" / "models" / "counts.py").write_text(
+        "from toolkit.errors import UsageError\nfrom toolkit.models import presets\n\n"
+        "def f():\n    from toolkit.keras_setup import setup_keras\n"
+    )
+    (tmp_path / "toolkit" / "errors.py").write_text("from toolkit import atomic\n")
+    assert _upward_core_imports(tmp_path) == [
+        "toolkit/models/counts.py:5 imports toolkit.keras_setup"
+    ]
+
+
+def _custom_objects(root: Path = ROOT) -> dict[str, str]:
+    """`toolkit>Name` -> its module, for each class a core module registers with
+    `@keras.saving.register_keras_serializable(package="toolkit")`."""
+    found = {}
+    for name, path in _core_modules(root).items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef) and any(
+                "register_keras_serializable" in ast.unparse(d) for d in node.decorator_list
+            ):
+                found[f"toolkit>{node.name}"] = name
+    return found
+
+
+def test_setup_keras_registers_every_custom_object(tmp_path):
+    """A model saved with any of the core's custom objects loads after `setup_keras()` alone
+    (safe_mode, no custom_objects): it imports every module that registers one."""
+    names = _custom_objects()
+    assert {"toolkit>ClassToken", "toolkit>PartialShift", "toolkit>WarmupCosine"} <= set(names)
+    code = (
+        "import json\n"
+        "from toolkit.keras_setup import setup_keras\n"
+        "setup_keras()\n"
+        "import keras\n"
+        f"print(json.dumps([n for n in {sorted(names)!r}"
+        " if keras.saving.get_registered_object(n) is None]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True
+    )
+    missing = json.loads(done.stdout.strip().splitlines()[-1])
+    assert missing == [], {n: names[n] for n in missing}
+
+
+# -- no function over 80 lines (def to its last line), nested ones and methods included --
+
+MAX_FUNCTION_LINES = 80
+
+
+def _long_functions(root: Path = ROOT, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """`path:name (N lines)` for each function under toolkit/ longer than `limit` lines."""
+    found = []
+    for path in sorted((root / "toolkit").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    found.append(f"{path.relative_to(root)}:{node.name} ({lines} lines)")
+    return found
+
+
+def test_no_function_is_over_80_lines():
+    assert _long_functions() == [], "split each into named steps"
+
+
+def test_the_length_scan_counts_def_to_last_line(tmp_path):
+    """80 lines pass; a method of 81 (def, 79 statements and a last line) is found."""
+    (tmp_path / "toolkit").mkdir()
+    body = "x = 1\n" * 79
+    method = "async def long(self):\n" + textwrap.indent(body + "return x\n", "    ")
+    (tmp_path / "toolkit" / "m.py").write_text(
+        "def short():\n"
+        + textwrap.indent(body, "    ")
+        + "\n\nclass C:\n"
+        + textwrap.indent(method, "    ")
+    )
+    assert _long_functions(tmp_path) == ["toolkit/m.py:long (81 lines)"]
+
+
 # -- one import root, and a light start ------------------------------------------------------
 
 HEAVY = ("tensorflow", "keras", "jax", "torch", "tf2onnx", "onnx", "ai_edge_litert", "mediapipe")
@@ -369,6 +542,7 @@ def test_the_public_api_is_imported_on_first_use(tmp_path):
         "bench_run": "function",
         "ship_run": "function",
         "open_run": "function",
+        "load_run_model": "function",
         "export": "module",
         "verify": "module",
         "bench": "module",

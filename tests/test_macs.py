@@ -10,7 +10,7 @@ import pytest
 
 from toolkit.bench.benchmark import layer_costs_of
 from toolkit.models import MODELS, build_model, count_macs, get_preset, layer_costs
-from toolkit.models.presets import ShiftViTArch, ViTArch
+from toolkit.models.architectures import ShiftViTArch, ViTArch
 from toolkit.ops import MLP, PatchConv2D
 from toolkit.runfolder import Run
 
@@ -135,6 +135,7 @@ def test_bench_counts_the_macs_of_the_runs_architecture_not_its_metrics_file(tmp
     preset = get_preset("shiftvit", "tiny")
     (tmp_path / "metrics.json").write_text(json.dumps({"macs_per_image": 1}))
     config = {
+        "options": {"model": "shiftvit", "preset": "tiny", "data": "shapes:100", "seed": 0},
         "preset": preset.to_dict(),
         "dataset": {"image_shape": [20, 20, 3], "num_classes": CLASSES},
     }

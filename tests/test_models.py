@@ -20,7 +20,8 @@ from toolkit.models import (
     get_preset,
     preset_from_dict,
 )
-from toolkit.models.presets import ShiftViTArch, TrainRecipe, ViTArch
+from toolkit.models.architectures import ShiftViTArch, ViTArch
+from toolkit.models.recipes import TrainRecipe
 from toolkit.training.schedule import WarmupCosine
 
 

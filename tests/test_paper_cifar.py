@@ -35,7 +35,10 @@ from toolkit.backend import installed
 from toolkit.cli.main import main
 from toolkit.data import Augmentation
 from toolkit.models import build_model, count_macs, get_preset, preset_from_dict
-from toolkit.models.presets import PAPER_FIGURES, SMALL_IMAGES, TrainRecipe, ViTArch, workload
+from toolkit.models.architectures import ViTArch
+from toolkit.models.paper_figures import PAPER_FIGURES
+from toolkit.models.presets import SMALL_IMAGES, workload
+from toolkit.models.recipes import TrainRecipe
 from toolkit.training.train import TrainOptions, train
 
 TESTS = Path(__file__).resolve().parent

@@ -22,7 +22,8 @@ from toolkit.data.mixing import Mixing, cutmix, mix_batch
 from toolkit.data.random_augment import RandomAugment
 from toolkit.errors import UsageError
 from toolkit.models import get_preset, preset_from_dict
-from toolkit.models.presets import check_recipe, parse_recipe, with_recipe
+from toolkit.models.overrides import parse_recipe
+from toolkit.models.recipes import check_recipe, with_recipe
 
 on_tensorflow = pytest.mark.skipif(
     keras.backend.backend() != "tensorflow", reason="the tf.data pipeline is TensorFlow's"

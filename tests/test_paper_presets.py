@@ -12,14 +12,10 @@ import pytest
 
 from toolkit.data import Augmentation
 from toolkit.models import build_model, count_macs, get_preset
-from toolkit.models.presets import (
-    IMAGENET,
-    PAPER_FIGURES,
-    PRESET_WORKLOADS,
-    PRESETS,
-    ShiftViTArch,
-    TrainRecipe,
-)
+from toolkit.models.architectures import ShiftViTArch
+from toolkit.models.paper_figures import PAPER_FIGURES
+from toolkit.models.presets import IMAGENET, PRESET_WORKLOADS, PRESETS
+from toolkit.models.recipes import TrainRecipe
 
 # preset -> (parameters, MACs per image) of this implementation at 224x224x3, 1000 classes.
 # Parameters round to the paper's millions. Against the official model they are 2 x width

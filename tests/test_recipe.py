@@ -21,13 +21,9 @@ from toolkit.data.random_augment import RandomAugment
 from toolkit.errors import UsageError
 from toolkit.evaluate import evaluate_model
 from toolkit.models import get_preset, preset_from_dict
-from toolkit.models.presets import (
-    PRESETS,
-    TrainRecipe,
-    parse_recipe,
-    recipe_keys,
-    with_recipe,
-)
+from toolkit.models.overrides import parse_recipe
+from toolkit.models.presets import PRESETS
+from toolkit.models.recipes import TrainRecipe, recipe_keys, with_recipe
 from toolkit.training.losses import HardAccuracy, HardTopKAccuracy, SmoothedCrossentropy
 from toolkit.training.train import TrainOptions, compile_model, train
 

@@ -13,6 +13,7 @@ from toolkit.errors import UsageError
 from toolkit.models import MODELS, build_model, get_preset
 from toolkit.rundata import load_split, run_dataset
 from toolkit.runfolder import open_run
+from toolkit.runmodel import load_run_model
 
 DATA = "shapes:300"
 
@@ -56,13 +57,13 @@ def test_a_toolkit_model_opens_and_loads(tmp_path):
     preset = get_preset("vit-lsa", "tiny")
     model = build_model(preset, data.image_shape, data.num_classes)
     run = open_run(_run_folder(tmp_path / "run", model, config, data.class_names))
-    assert run.load_model().output_shape == (None, data.num_classes)
+    assert load_run_model(run).output_shape == (None, data.num_classes)
 
 
 def test_another_programs_model_is_refused_naming_why(foreign_run):
     run = open_run(foreign_run)  # config.json itself is fine
     with pytest.raises(UsageError) as caught:
-        run.load_model()
+        load_run_model(run)
     message = str(caught.value)
     assert "not the shiftvit model config.json describes" in message
     assert "Flatten" in message and "Rescaling 'rescale'" in message
@@ -74,7 +75,7 @@ def test_a_model_of_other_classes_is_refused(tmp_path):
     model = build_model(get_preset("vit-lsa", "tiny"), data.image_shape, data.num_classes + 1)
     run = open_run(_run_folder(tmp_path / "run", model, config, data.class_names))
     with pytest.raises(UsageError, match=rf"not {data.num_classes} class logits"):
-        run.load_model()
+        load_run_model(run)
 
 
 @pytest.mark.parametrize(
@@ -161,7 +162,7 @@ def test_a_folder_of_the_runs_classes_is_relabelled_by_name_and_scored(tmp_path,
             Image.fromarray(image).save(folder / name / f"{i}.png")
     images, labels, _ = load_split(open_run(run), "test", f"folder:{folder}")
     np.testing.assert_array_equal(images[:, 0, 0, 0], 20 * labels)
-    predicted = np.argmax(open_run(run).load_model().predict(images, verbose=0), axis=1)
+    predicted = np.argmax(load_run_model(open_run(run)).predict(images, verbose=0), axis=1)
     assert len(set(predicted)) == data.num_classes  # not a model of one answer
     np.testing.assert_array_equal(predicted, labels)  # image by image, by class name
     as_listed = load_data(f"folder:{folder}", seed=0).y_test  # the folder's sorted order

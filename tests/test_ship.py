@@ -9,12 +9,14 @@ The report page and web app (toolkit/ship/report.py, webapp.py) have their own t
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import os
 import re
 import threading
 import urllib.request
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
@@ -26,15 +28,18 @@ from toolkit.bench.machine import cpu_flags, cpu_model
 from toolkit.cli.main import main
 from toolkit.errors import UsageError
 from toolkit.formats import FORMATS
-from toolkit.runfolder import open_run
+from toolkit.runfolder import Run, open_run
 from toolkit.runtimes import RUNTIMES
 from toolkit.ship import bundle, serve
 from toolkit.ship.bundle import SHIP_KEY
-from toolkit.ship.card import CARD_FILE, model_card, shipped
+from toolkit.ship.card import model_card, shipped
+from toolkit.ship.measurements import Measurements, read_measurements
+from toolkit.ship.names import CARD_FILE, README_FILE
 from toolkit.ship.npm import TASKS_VISION
-from toolkit.ship.picks import DEFAULT_MAX_DROP, Measurements, Pick, choose
-from toolkit.ship.readme import README_FILE, bundle_readme
-from toolkit.ship.stages import plan_stages, read_measurements
+from toolkit.ship.picks import DEFAULT_MAX_DROP, Pick, choose
+from toolkit.ship.readme import bundle_readme
+from toolkit.ship.shipment import Shipment
+from toolkit.ship.stages import NO_ROOFLINE, StagePlan, plan_stages, run_stages
 from toolkit.ship.targets import EXCLUDED, PROVIDERS, TARGETS
 from toolkit.versions import versions
 
@@ -102,7 +107,7 @@ def tensors(fmt: str) -> tuple[list[dict], list[dict], str]:
     return [inp | {"zero_point": None}], [out | {"zero_point": None}], "logits"
 
 
-def measurements(table: dict = TABLE, model_sha: str = "m" * 64) -> Measurements:
+def records(table: dict = TABLE, model_sha: str = "m" * 64) -> tuple[dict, dict, dict]:
     """bench.json, verify.json and model.json as the stages write them, from `table`."""
     artifacts, cells, rows = {}, [], []
     for fmt, (top1, times) in table.items():
@@ -186,7 +191,12 @@ def measurements(table: dict = TABLE, model_sha: str = "m" * 64) -> Measurements
         "protocol": {"threads": 2},
         "rows": rows,
     }
-    return Measurements(bench=bench, verify=verify, manifest=manifest)
+    return bench, verify, manifest
+
+
+def measurements(table: dict = TABLE, model_sha: str = "m" * 64) -> Measurements:
+    """`records` as ship reads them."""
+    return Measurements.from_json(*records(table, model_sha))
 
 
 def write_run(root: Path, table: dict = TABLE, license: str | None = None) -> Path:
@@ -212,14 +222,14 @@ def write_run(root: Path, table: dict = TABLE, license: str | None = None) -> Pa
     labels = "".join(f"class{i}\n" for i in range(10))
     (run / "labels.txt").write_text(labels)
     (run / "export" / "labels.txt").write_text(labels)
-    m = measurements(table, digest(model))
+    bench, verify, manifest = records(table, digest(model))
     for fmt in table:
         (run / "export" / FORMATS[fmt].filename).write_bytes(file_bytes(fmt))
         for companion in FORMATS[fmt].companions:
             (run / "export" / companion).write_text("stand-in\n")
-    (run / "export" / "model.json").write_text(json.dumps(m.manifest))
-    (run / "verify.json").write_text(json.dumps(m.verify))
-    (run / "bench.json").write_text(json.dumps(m.bench))
+    (run / "export" / "model.json").write_text(json.dumps(manifest))
+    (run / "verify.json").write_text(json.dumps(verify))
+    (run / "bench.json").write_text(json.dumps(bench))
     return run
 
 
@@ -235,16 +245,16 @@ class WebParts:
         monkeypatch.setattr(bundle, "WEB_NOTES", "Stand-in web notes: connect-src 'self'.")
         monkeypatch.setattr(bundle, "package_dir", self.npm.append)
 
-    def write_report(self, bundle_dir: Path, run_dir: Path, picks: dict) -> Path:
-        self.calls.append(("report", Path(bundle_dir), Path(run_dir), dict(picks)))
+    def write_report(self, bundle_dir: Path, s: Shipment) -> Path:
+        self.calls.append(("report", Path(bundle_dir), s.run.path, dict(s.picks)))
         if self.fail:
             raise RuntimeError("the report failed")
         path = Path(bundle_dir) / "report.html"
         path.write_text("<!doctype html><title>report</title>")
         return path
 
-    def write_web_app(self, bundle_dir: Path, run_dir: Path, pick: Pick) -> Path:
-        self.calls.append(("web", Path(bundle_dir), Path(run_dir), pick))
+    def write_web_app(self, bundle_dir: Path, s: Shipment) -> Path:
+        self.calls.append(("web", Path(bundle_dir), s.run.path, s.picks["web"]))
         folder = Path(bundle_dir) / "web"
         folder.mkdir()
         (folder / "index.html").write_text("<!doctype html><title>web</title>")
@@ -301,15 +311,11 @@ def test_the_fastest_file_within_the_budget_is_picked(name, budget):
     (pick,) = choose(m, [name], budget).values()
     assert pick.format == EXPECTED[budget][name]
     fmt = pick.format
-    row = next(
-        r
-        for r in m.bench["rows"]
-        if r["format"] == fmt and r["runtime"] == pick.runtime and r["batch"] == 1
-    )
-    cell = next(c for c in m.verify["models"]["cells"] if c["format"] == fmt)
-    assert (pick.p50_ms, pick.size_bytes) == (row["p50_ms"], row["size_bytes"])
-    assert pick.top1 == cell["metrics"]["top1_accuracy"] == TABLE[fmt][0]
-    assert pick.agreement == cell["metrics"]["top1_agreement"]
+    row = m.bench.row(fmt, pick.runtime, batch=1)
+    cell = next(c for c in m.cells if c.format == fmt)
+    assert (pick.p50_ms, pick.size_bytes) == (row.p50_ms, row.size_bytes)
+    assert pick.top1 == cell.metrics["top1_accuracy"] == TABLE[fmt][0]
+    assert pick.agreement == cell.metrics["top1_agreement"]
     assert pick.float_top1 == FLOAT_TOP1 and pick.file == FORMATS[fmt].filename
     assert pick.drop_points <= budget + 1e-9
     assert pick.runtime == ("mediapipe" if name == "web" else FORMATS[fmt].runtime)
@@ -331,18 +337,19 @@ def test_server_ranks_on_cuda_where_bench_json_has_cuda_rows():
 
 
 def test_a_file_that_failed_verify_is_never_picked():
-    m = measurements()
-    cell = next(c for c in m.verify["models"]["cells"] if c["format"] == "tflite-int8")
+    bench, verify, manifest = records()
+    cell = next(c for c in verify["models"]["cells"] if c["format"] == "tflite-int8")
     cell["status"] = "fail"
+    m = Measurements.from_json(bench, verify, manifest)
     assert choose(m, ["android"], 1.0)["android"].format == "tflite-int8-float-io"
 
 
 def test_bench_top1_stands_in_for_a_file_verify_did_not_score():
-    m = measurements()
-    m.verify["models"]["cells"] = [
-        c for c in m.verify["models"]["cells"] if c["format"] != "tflite-int8"
+    bench, verify, manifest = records()
+    verify["models"]["cells"] = [
+        c for c in verify["models"]["cells"] if c["format"] != "tflite-int8"
     ]
-    pick = choose(m, ["android"], 1.0)["android"]
+    pick = choose(Measurements.from_json(bench, verify, manifest), ["android"], 1.0)["android"]
     assert (pick.format, pick.top1, pick.agreement) == ("tflite-int8", 0.790, None)
 
 
@@ -373,11 +380,10 @@ def test_a_budget_that_is_no_number_of_points_is_refused(budget):
 
 
 def test_no_float_top1_is_refused():
-    m = measurements()
-    m.verify.clear()
-    m.bench["rows"] = [r for r in m.bench["rows"] if r["runtime"] != "keras"]
+    bench, _, manifest = records()
+    bench["rows"] = [r for r in bench["rows"] if r["runtime"] != "keras"]
     with pytest.raises(UsageError, match="no top-1 of the float model"):
-        choose(m, ["web"], 1.0)
+        choose(Measurements.from_json(bench, {}, manifest), ["web"], 1.0)
 
 
 # -- what ship re-runs ------------------------------------------------------------------------
@@ -462,6 +468,82 @@ def test_bench_rows_of_an_older_bench_without_sha256_are_reused_after_the_export
     run = write_run(tmp_path)
     edit_json(run / "bench.json", _old_rows)
     assert plan_stages(open_run(run), list(TARGETS)).nothing
+
+
+# -- what ship reads, and how it benches ------------------------------------------------------
+
+RUN_FILES = ("config.json", "export/model.json", "verify.json", "bench.json")
+
+
+def test_a_ship_reads_each_json_file_of_the_run_once(tmp_path, web_parts, monkeypatch):
+    """config.json, model.json, verify.json and bench.json are read once per ship (plan, picks
+    and every writer share what was read) when no stage rewrites them. (labels.txt's names come
+    from the real files' own metadata; the stand-ins have none, and classnames.py's rule would
+    look them up in model.json: it is tested in test_class_names.py.)"""
+    run = write_run(tmp_path)
+    names = [f"class{i}" for i in range(10)]
+    monkeypatch.setattr(bundle, "class_names_of", lambda path, classes: names)
+    watched = {(run / name).resolve(): name for name in RUN_FILES}
+    reads = Counter()
+    real_open = Path.open
+
+    def path_open(self, mode="r", *args, **kwargs):
+        if "r" in mode and self.resolve() in watched:
+            reads[watched[self.resolve()]] += 1
+        return real_open(self, mode, *args, **kwargs)
+
+    real_builtin_open = builtins.open
+
+    def builtin_open(file, mode="r", *args, **kwargs):
+        if isinstance(file, str | Path) and "r" in mode and Path(file).resolve() in watched:
+            reads[watched[Path(file).resolve()]] += 1
+        return real_builtin_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", path_open)
+    monkeypatch.setattr(builtins, "open", builtin_open)
+    assert ship(run, "--target", "web,server") == 0
+    assert dict(reads) == dict.fromkeys(RUN_FILES, 1)
+    (report,) = [c for c in web_parts.calls if c[0] == "report"]
+    assert set(report[3]) == {"web", "server"}
+
+
+def test_ship_benches_through_bench_run_without_the_roofline(tmp_path, monkeypatch):
+    """The bench stage is `toolkit.bench.bench_run` with the planned rows at batch 1 and the
+    roofline left out (its reason recorded), not a copy of bench_run's body."""
+    import toolkit.bench
+
+    run = open_run(write_run(tmp_path))
+    calls: list = []
+    monkeypatch.setattr(toolkit.bench, "bench_run", lambda options, **kw: calls.append(options))
+    plan = StagePlan((), False, ("tflite", "tflite-int8"), ("litert",), ())
+    run_stages(run, plan, 0.5, lambda line: None)
+    (options,) = calls
+    assert (options.run, options.format, options.runtime) == (
+        run.path,
+        "tflite,tflite-int8",
+        "litert",
+    )
+    assert (options.batch, options.seconds, options.no_roofline) == ("1", 0.5, NO_ROOFLINE)
+
+
+@pytest.mark.slow
+def test_bench_run_leaves_the_roofline_out_when_asked_and_says_why(tiny_runs, tmp_path):
+    """`BenchOptions.no_roofline` (what ship passes): a run folder's bench.json without the
+    roofline's peaks, and the reason in its place."""
+    from tiny_runs import copy_tiny_run
+
+    from toolkit.bench import bench_run
+
+    run = copy_tiny_run(tiny_runs.exported("shiftvit"), tmp_path / "run")
+    why = "not measured here: a test's reason"
+    benched = bench_run(
+        run, runtime="litert", format="tflite", seconds=0.05, warmup=1, no_roofline=why
+    )
+    written = json.loads((run / "bench.json").read_text())
+    for result in (benched.result, written):
+        assert result["roofline"]["not_available"] == why and result["roofline"]["peaks"] == []
+        (row,) = result["rows"]
+        assert row["status"] == "ok" and row["roofline_fraction"] is None
 
 
 # -- the bundle -------------------------------------------------------------------------------
@@ -650,11 +732,16 @@ def card_header(text: str) -> dict:
     return yaml.safe_load(text.split("---\n", 2)[1])
 
 
+def shipment(run: Run, m: Measurements, targets: list[str], budget: float) -> Shipment:
+    """What the bundle's writers are handed: `targets`' picks within `budget` points."""
+    return Shipment(run, m, choose(m, targets, budget), budget)
+
+
 def test_the_card_header_is_yaml_with_each_files_top1(tmp_path):
     run = open_run(write_run(tmp_path))
     m = read_measurements(run.path)
     picks = choose(m, list(TARGETS), 0.5)
-    head = card_header(model_card(run, picks, m, 0.5))
+    head = card_header(model_card(shipment(run, m, list(TARGETS), 0.5)))
     assert head["license"] == "other" and "license_name" not in head
     assert head["pipeline_tag"] == "image-classification" and head["metrics"] == ["accuracy"]
     assert head["datasets"] == ["shapes"]
@@ -678,7 +765,7 @@ def test_the_card_header_is_yaml_with_each_files_top1(tmp_path):
 def test_the_card_license_is_the_runs(tmp_path, given, fields):
     run = open_run(write_run(tmp_path, license=given))
     m = read_measurements(run.path)
-    head = card_header(model_card(run, choose(m, ["web"], 0.5), m, 0.5))
+    head = card_header(model_card(shipment(run, m, ["web"], 0.5)))
     assert {k: head[k] for k in ("license",)} == fields
     if fields["license"] == "other":
         assert head["license_name"] == given  # quotes and colons survive as YAML
@@ -688,7 +775,7 @@ def test_the_card_body_holds_each_files_figures(tmp_path):
     run = open_run(write_run(tmp_path))
     m = read_measurements(run.path)
     picks = choose(m, list(TARGETS), 0.6)
-    text = model_card(run, picks, m, 0.6)
+    text = model_card(shipment(run, m, list(TARGETS), 0.6))
     for name, p in picks.items():
         section = re.split(r"\n##+ ", text.split(f"### `{p.file}`", 1)[1])[0]
         assert f"Embed ({name}):" in section
@@ -708,26 +795,40 @@ def test_the_card_body_holds_each_files_figures(tmp_path):
     assert "one image is 0.1 points" in text
 
 
+TINY = Run(  # a run folder's config.json as train writes it (the bundle's name: shiftvit-tiny)
+    Path("run"),
+    {
+        "options": {"model": "shiftvit", "preset": "tiny", "data": "shapes:300", "seed": 0},
+        "preset": {"arch": {"image_size": 32}},
+        "dataset": {"image_shape": [32, 32, 3], "num_classes": 10},
+    },
+)
+
+
 def test_the_readme_states_the_int8_files_tensors_as_model_json_records_them():
     m = measurements()
     picks = choose(m, ["android"], 1.0)
     assert picks["android"].format == "tflite-int8"
-    text = bundle_readme("shiftvit-tiny", picks, m.manifest)
+    text = bundle_readme(Shipment(TINY, m, picks, 1.0))
+    assert text.startswith("# shiftvit-tiny: the app bundle")
     assert "takes uint8 pixels (scale 1, zero point 0: the 0-255 values themselves)" in text
     assert "gives float32 probabilities: nothing to dequantize" in text
     assert "Pixels 0-255, not 0-1" in text and "32x32, NHWC, RGB" in text
     assert "| `serving_default_image:0` | `StatefulPartitionedCall:0` |" in text
     assert "files give logits" not in text  # none shipped
     # were the int8 file's output quantized, the README would say how to read it
-    entry = m.manifest["artifacts"]["tflite-int8"]
+    bench, verify, manifest = records()
+    entry = manifest["artifacts"]["tflite-int8"]
     entry["outputs"][0] |= {"dtype": "uint8", "scale": 1 / 256, "zero_point": 0}
-    text = bundle_readme("shiftvit-tiny", picks, m.manifest)
+    text = bundle_readme(
+        Shipment(TINY, Measurements.from_json(bench, verify, manifest), picks, 1.0)
+    )
     assert "gives uint8 (real = 0.00390625 x (q - 0)): dequantize" in text
 
 
 def test_the_readme_of_a_server_bundle_says_onnx_gives_logits():
     m = measurements()
-    text = bundle_readme("x", choose(m, ["server"], 0.0), m.manifest)
+    text = bundle_readme(shipment(TINY, m, ["server"], 0.0))
     assert "The `.onnx` files give logits" in text
     assert "| ONNX Runtime | `model.onnx` | `image` | `logits` |" in text
     assert "int8 `.tflite`" not in text and "web/" not in text
@@ -737,12 +838,12 @@ def test_the_readme_of_a_server_bundle_says_onnx_gives_logits():
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory) -> Path:
-    """A tiny ShiftViT, 1 epoch on synthetic shapes: nothing exported, verified or benched."""
-    from toolkit.training.train import TrainOptions, train
+def tiny_run(tiny_runs, tmp_path_factory) -> Path:
+    """A copy of the shared tiny ShiftViT (1 epoch on synthetic shapes): nothing exported,
+    verified or benched."""
+    from tiny_runs import copy_tiny_run
 
-    root = tmp_path_factory.mktemp("ship")
-    return train(TrainOptions("shiftvit", "tiny", "shapes:300", epochs=1), out=root / "run")
+    return copy_tiny_run(tiny_runs.trained("shiftvit"), tmp_path_factory.mktemp("ship") / "run")
 
 
 def test_ship_end_to_end_on_a_tiny_run(tiny_run, monkeypatch, capsys):

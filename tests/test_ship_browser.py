@@ -24,10 +24,13 @@ from playwright.sync_api import sync_playwright
 
 from toolkit.export import export_run
 from toolkit.rundata import load_split
-from toolkit.runfolder import LABELS_FILE, VERIFY_FILE, Run, read_json
+from toolkit.runfiles import read_bench, read_verify, verify_path
+from toolkit.runfolder import LABELS_FILE, open_run
 from toolkit.runtimes import open_artifact
+from toolkit.ship.measurements import read_measurements
 from toolkit.ship.picks import Pick
 from toolkit.ship.report import REPORT_FILE, write_report
+from toolkit.ship.shipment import Shipment
 from toolkit.ship.webapp import USAGE_LOG_URL, WEB_DIR, WEB_NOTES, write_web_app
 from toolkit.training.train import TrainOptions, train
 
@@ -68,8 +71,8 @@ def _picks(run: Path) -> dict[str, Pick]:
     """android: the fastest file in LiteRT; web: the full-int8 file in MediaPipe (uint8 pixels
     in, the file an app meets most trouble with). Which file is picked is `choose`'s business
     (tests/test_ship.py); these pages must show whichever they are given."""
-    bench = read_json(run / "bench.json")
-    verify = read_json(run / VERIFY_FILE)["models"]
+    bench = read_bench(run).to_json()
+    verify = read_verify(run).to_json()["models"]
     float_top1 = verify["reference"]["top1_accuracy"]
     agreement = {c["file"]: c["metrics"]["top1_agreement"] for c in verify["cells"]}
     ok = [r for r in bench["rows"] if r["status"] == "ok"]
@@ -104,15 +107,16 @@ def shipped(tmp_path_factory) -> tuple[Path, Path, dict[str, Pick]]:
     run = Path(train(TrainOptions("shiftvit", "tiny", DATA, epochs=EPOCHS), out=root / "run"))
     export_run(run, "tflite,tflite-int8", calib_samples=64)
     report = verify_run(run, level="models", runtimes="litert")
-    save_report(run, report, run / VERIFY_FILE, record=False)
+    save_report(run, report, verify_path(run), record=False)
     bench_run(run, runtime="litert,mediapipe", format="tflite,tflite-int8", seconds=0.2, warmup=2)
     picks = _picks(run)
     bundle = root / "bundle"
     bundle.mkdir()
     for pick in picks.values():
         shutil.copyfile(run / "export" / pick.file, bundle / pick.file)
-    write_report(bundle, run, picks)
-    write_web_app(bundle, run, picks["web"])
+    shipment = Shipment(open_run(run), read_measurements(run), picks, 100.0)
+    write_report(bundle, shipment)
+    write_web_app(bundle, shipment)
     return run, bundle, picks
 
 
@@ -184,7 +188,7 @@ def test_report_renders_offline_with_its_charts(shipped, browser):
         png = base64.b64decode(src.split(",", 1)[1])
         assert np.asarray(Image.open(io.BytesIO(png))).std() > 0
 
-    verify = read_json(run / VERIFY_FILE)["models"]
+    verify = read_verify(run).to_json()["models"]
     float_top1 = verify["reference"]["top1_accuracy"]  # Keras; the page's comes from the .tflite
     assert f"{100 * float_top1:.2f}%" in page.locator("#float .big").inner_text()
     legend = page.locator("figure#per-class").inner_text()  # each file's top-1, computed here
@@ -200,7 +204,7 @@ def test_report_renders_offline_with_its_charts(shipped, browser):
 
 def _test_images(run: Path, folder: Path) -> tuple[list[str], np.ndarray]:
     """WEB_IMAGES test images of the run written as PNG files, and the images."""
-    images = load_split(Run(run, read_json(run / "config.json")), "test")[0][:WEB_IMAGES]
+    images = load_split(open_run(run), "test")[0][:WEB_IMAGES]
     folder.mkdir(exist_ok=True)
     paths = []
     for i, image in enumerate(images):

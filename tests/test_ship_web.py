@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 
 from toolkit.errors import UsageError
+from toolkit.runfolder import Run
 from toolkit.ship import npm, webapp
+from toolkit.ship.measurements import Measurements
 from toolkit.ship.picks import Pick
+from toolkit.ship.shipment import Shipment
 
 PICK = Pick("web", "tflite-int8", "model_int8.tflite", "mediapipe", 0.3, 0.6, 0.61, 0.96, 9)
 
@@ -32,9 +35,17 @@ def _run(tmp_path: Path) -> Path:
     run = tmp_path / "run"
     (run / "export").mkdir(parents=True)
     (run / "export" / PICK.file).write_bytes(b"TFL3 stand-in")
-    options = {"model": "shiftvit", "preset": "tiny"}
-    (run / "config.json").write_text(json.dumps({"options": options}))
+    options = {"model": "shiftvit", "preset": "tiny", "data": "shapes:300", "seed": 0}
+    config = {"options": options, "preset": {"arch": {"image_size": 32}}}
+    config["dataset"] = {"image_shape": [32, 32, 3], "num_classes": 10}
+    (run / "config.json").write_text(json.dumps(config))
     return run
+
+
+def _shipment(run: Path, pick: Pick = PICK) -> Shipment:
+    """The web pick of the run at `run` as ship hands it to the writers."""
+    config = json.loads((run / "config.json").read_text())
+    return Shipment(Run(run, config), Measurements.from_json({}, {}, {}), {"web": pick}, 1.0)
 
 
 @pytest.fixture
@@ -78,7 +89,7 @@ def test_web_folder_holds_the_page_the_library_and_the_model(cache, tmp_path):
     _cached_package(cache)
     run, bundle = _run(tmp_path), tmp_path / "bundle"
     bundle.mkdir()
-    web = webapp.write_web_app(bundle, run, PICK)
+    web = webapp.write_web_app(bundle, _shipment(run))
     assert web == bundle / webapp.WEB_DIR
     assert (web / PICK.file).read_bytes() == b"TFL3 stand-in"
     for name in webapp.LIBRARY_FILES:
@@ -98,7 +109,7 @@ def test_web_pick_must_be_a_tflite_file(cache, tmp_path):
     bundle.mkdir()
     onnx = Pick("web", "onnx", "model.onnx", "ort-cpu", 0.1, 0.6, 0.6, 1.0, 9)
     with pytest.raises(UsageError, match="runs .tflite files"):
-        webapp.write_web_app(bundle, run, onnx)
+        webapp.write_web_app(bundle, _shipment(run, onnx))
     assert list(bundle.iterdir()) == []
 
 
@@ -108,5 +119,5 @@ def test_incomplete_package_is_one_line(cache, tmp_path):
     run, bundle = _run(tmp_path), tmp_path / "bundle"
     bundle.mkdir()
     with pytest.raises(UsageError, match="lacks wasm/vision_wasm_internal.wasm: remove"):
-        webapp.write_web_app(bundle, run, PICK)
+        webapp.write_web_app(bundle, _shipment(run))
     assert list(bundle.iterdir()) == []

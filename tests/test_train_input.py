@@ -24,16 +24,9 @@ from toolkit.models.geometry import (
     machine_memory,
     shiftvit_maps,
 )
-from toolkit.models.presets import (
-    OFF_VALUES,
-    PRESETS,
-    TrainRecipe,
-    get_preset,
-    parse_arch,
-    parse_recipe,
-    recipe_keys,
-    workload,
-)
+from toolkit.models.overrides import OFF_VALUES, parse_arch, parse_recipe
+from toolkit.models.presets import PRESETS, get_preset, workload
+from toolkit.models.recipes import TrainRecipe, recipe_keys
 from toolkit.training import train as train_module
 from toolkit.training.strategies import PRECISIONS
 from toolkit.training.train import TrainOptions, resume_options, train

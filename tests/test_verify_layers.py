@@ -10,12 +10,12 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+from tiny_runs import CALIB_SAMPLES, copy_tiny_run
 from wrong_ops import CropPadShift
 
 from toolkit.cli.main import main
 from toolkit.export import export_run
 from toolkit.runfolder import EXPORT_DIR, MANIFEST_FILE, MODEL_FILE, VERIFY_FILE, VERIFY_LAYERS_PLOT
-from toolkit.training.train import TrainOptions, train
 from toolkit.verify.layers.boundaries import Boundary, Graph, Op, ScopeNames, Tensor, locate
 from toolkit.verify.layers.level import verify_layers_run
 
@@ -27,13 +27,14 @@ pytestmark = pytest.mark.filterwarnings("ignore:Statistics for quantized inputs:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
-    """Tiny runs (2 epochs on synthetic shapes) exported to float32 and int8 TFLite and ONNX."""
+def runs(tiny_runs, tmp_path_factory) -> dict[str, Path]:
+    """Copies of the shared tiny runs (1 epoch on synthetic shapes) exported to float32 and
+    int8 TFLite and ONNX."""
     root = tmp_path_factory.mktemp("layers")
     out = {}
     for model in MODELS:
-        run_dir = train(TrainOptions(model, "tiny", "shapes:300", epochs=2), out=root / model)
-        export_run(run_dir, FORMATS, calib_samples=64)
+        run_dir = copy_tiny_run(tiny_runs.trained(model), root / model)
+        export_run(run_dir, FORMATS, calib_samples=CALIB_SAMPLES)
         out[model] = run_dir
     return out
 

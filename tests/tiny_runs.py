@@ -3,11 +3,16 @@
 Training and exporting a tiny run take 10-40 s; the modules that need the same run (1 epoch of
 the `tiny` preset on `shapes:300`) take it from here. A module that writes into a run works on
 a copy (`copy_tiny_run`); `TinyRuns.exported` is read-only for everyone.
+
+Under pytest-xdist (`make test` runs two workers) the workers share one folder: the first to
+need a run makes it under a file lock, the others wait for it and reuse it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 DATA = "shapes:300"
@@ -20,29 +25,43 @@ class TinyRuns:
 
     def __init__(self, root: Path):
         self.root = root
-        self._trained: dict[str, Path] = {}
-        self._exported: dict[str, Path] = {}
 
     def trained(self, model: str) -> Path:
         """`toolkit train --model MODEL --preset tiny --data shapes:300 --epochs 1`: nothing
         exported."""
-        if model not in self._trained:
+
+        def make(out: Path) -> None:
             from toolkit.training.train import TrainOptions, train
 
-            out = self.root / "trained" / model
-            self._trained[model] = Path(train(TrainOptions(model, "tiny", DATA, epochs=1), out=out))
-        return self._trained[model]
+            train(TrainOptions(model, "tiny", DATA, epochs=1), out=out)
+
+        return made_once(self.root / "trained" / model, make)
 
     def exported(self, model: str) -> Path:
         """The trained run copied and exported to every format (`--format all`, 64
         calibration images) into RUN/export."""
-        if model not in self._exported:
+
+        def make(run: Path) -> None:
             from toolkit.export import export_run
 
-            run = copy_tiny_run(self.trained(model), self.root / "exported" / model)
+            copy_tiny_run(self.trained(model), run)
             export_run(run, "all", calib_samples=CALIB_SAMPLES)
-            self._exported[model] = run
-        return self._exported[model]
+
+        return made_once(self.root / "exported" / model, make)
+
+
+def made_once(path: Path, make: Callable[[Path], None]) -> Path:
+    """`path`, made by `make(path)` unless this session made it already (in any worker: the
+    maker holds PATH.lock; PATH.done marks it whole, so a failed attempt is made again)."""
+    done = path.with_name(path.name + ".done")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            shutil.rmtree(path, ignore_errors=True)
+            make(path)
+            done.touch()
+    return path
 
 
 def copy_tiny_run(run: Path, dest: Path) -> Path:

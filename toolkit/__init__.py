@@ -10,7 +10,7 @@ is imported when first used:
     report = toolkit.verify_run(run)        # toolkit.verify
     result = toolkit.bench_run(run)         # toolkit.bench
     shipped = toolkit.ship_run(run, "android,web", max_drop=0.5)  # toolkit.ship: RUN/ship
-    model = toolkit.open_run(run).load_model()
+    model = toolkit.load_run_model(run)     # model.keras, checked against config.json
 
 `toolkit.keras_setup.setup_keras()` registers the custom Keras objects, so that
 ``keras.saving.load_model(path, safe_mode=True)`` needs no ``custom_objects``; every stage that
@@ -38,6 +38,7 @@ _API = {
     "bench_run": "toolkit.bench.benchmark",
     "ship_run": "toolkit.ship.bundle",
     "open_run": "toolkit.runfolder",
+    "load_run_model": "toolkit.runmodel",
 }
 _STAGES = ("export", "verify", "bench", "ship")  # subpackages, also reachable as attributes
 __all__ = [*_API, *_STAGES, "__version__"]

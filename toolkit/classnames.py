@@ -20,9 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from toolkit.errors import UsageError, first_line
-from toolkit.manifest import MANIFEST_FILE, formats_of, read_manifest
+from toolkit.runfiles import find_manifest, has_config, manifest_path
 from toolkit.runfolder import (
-    CONFIG_FILE,
     LABELS_FILE,
     MODEL_FILE,
     check_labels,
@@ -101,16 +100,15 @@ def listing_folder_labels(artifact: Path, num_classes: int) -> list[str] | None:
     folder's labels.txt for its model.keras; None when no folder lists it or none is recorded."""
     folder = artifact.parent
     labels = folder / LABELS_FILE
-    if artifact.name == MODEL_FILE and (folder / CONFIG_FILE).is_file():  # a run folder's model
+    if artifact.name == MODEL_FILE and has_config(folder):  # a run folder's model
         fix = f"retrain the run (`toolkit train` writes {LABELS_FILE})"
         return read_labels(labels, num_classes, fix) if labels.is_file() else None
-    manifest = read_manifest(folder / MANIFEST_FILE)
-    if not formats_of(manifest, artifact.name):
+    manifest = find_manifest(folder, EXPORT_AGAIN)
+    if manifest is None or not manifest.formats_of(artifact.name):
         return None
-    names = manifest.get("class_names")
-    if isinstance(names, list) and all(isinstance(n, str) for n in names):
-        where = f"{folder / MANIFEST_FILE} class_names"
-        return check_labels(names, num_classes, where, EXPORT_AGAIN)
+    if manifest.class_names is not None:
+        where = f"{manifest_path(folder)} class_names"
+        return check_labels(list(manifest.class_names), num_classes, where, EXPORT_AGAIN)
     return read_labels(labels, num_classes, f"remove {labels}") if labels.is_file() else None
 
 

@@ -1,16 +1,12 @@
-"""`toolkit eval`: top-1/top-5 of a run's model on a test split."""
+"""Top-1/top-5 of a Keras model on images (training's evaluation; `toolkit eval` scores a run
+with it in toolkit.runmodel)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import keras
 import numpy as np
 
-from toolkit.data import check_labels, eval_dataset, stream_errors
-from toolkit.errors import UsageError
-from toolkit.rundata import load_run_data
-from toolkit.runfolder import open_run
+from toolkit.data import eval_dataset, stream_errors
 
 
 def evaluate_model(model: keras.Model, x: np.ndarray, y: np.ndarray, batch_size: int) -> dict:
@@ -37,19 +33,3 @@ def evaluate_compiled(model: keras.Model, x: np.ndarray, y: np.ndarray, batch_si
         "top5": float(result["top5"]),
         "samples": int(len(y)),
     }
-
-
-def evaluate_run(run_dir: str | Path, data_spec: str | None = None, batch_size: int = 256) -> dict:
-    """Evaluate RUN/model.keras on the test split of `data_spec` (default: the run's data)."""
-    run = open_run(run_dir)
-    data, spec = load_run_data(run, data_spec)
-    model = run.load_model()
-    expected = tuple(model.input_shape[1:])
-    if tuple(data.image_shape) != expected:
-        raise UsageError(
-            f"{spec} has {data.image_shape[0]}x{data.image_shape[1]} images but the model takes "
-            f"{expected[0]}x{expected[1]}: use data of the run's resolution"
-        )
-    check_labels(data, int(model.output_shape[-1]))
-    result = evaluate_model(model, data.x_test, data.y_test, batch_size)
-    return {"run": str(run.path), "data": spec, **result}

@@ -1,21 +1,23 @@
 """Keras set up for the toolkit: TensorFlow imported without its start-up log lines (when it is
 the backend) and every custom object registered, so ``keras.saving.load_model(path,
 safe_mode=True)`` needs no ``custom_objects``. Called by each stage that builds or loads a model,
-never at ``import toolkit``: the commands that need no Keras start without it."""
+never at ``import toolkit``: the commands that need no Keras start without it.
+
+Each object registers itself where it is defined (``keras.saving.register_keras_serializable``);
+this module imports each of those modules (tests/test_layering.py checks that none is left
+out), so it sits above them all: data, ops, models, training (CORE_LAYERS there). Code below
+it that only builds a model calls ``toolkit.quiet_import.import_keras_quietly`` instead."""
 
 from __future__ import annotations
 
-import os
-
-from toolkit.backend import backend_installed
+from toolkit.quiet_import import import_keras_quietly
 
 
 def setup_keras() -> None:
     """Import Keras on its backend (quietly for TensorFlow) and register the custom objects."""
-    if os.environ.get("KERAS_BACKEND") == "tensorflow" and backend_installed("tensorflow"):
-        from toolkit.quiet_import import import_tensorflow_quietly
-
-        import_tensorflow_quietly()
+    import_keras_quietly()
+    import toolkit.data.random_augment  # noqa: F401  (registers the in-model augmentation)
+    import toolkit.models.class_token  # noqa: F401  (registers the class token and its readout)
     import toolkit.models.position  # noqa: F401  (registers the position embeddings)
     import toolkit.ops  # noqa: F401  (registers every custom layer)
     import toolkit.training.losses  # noqa: F401  (registers the label-smoothing loss)

@@ -1,25 +1,18 @@
-"""model.json, the manifest of an export folder: its one reader and its one writer.
-
-`toolkit export` merges artifact entries into it and `toolkit verify` adds parity records to
-them; both go through `edit_manifest`, which reads the file, applies a change and replaces the
-file atomically, so no stage writes model.json its own way.
-"""
+"""Exported files against what model.json records of them: their sha256 (hashed once per
+command), the files changed after export, and the refusal (or --allow-modified warning) of
+them. model.json itself is read and written by toolkit.runfiles.manifest alone."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from toolkit import atomic
 from toolkit.errors import UsageError
-
-MANIFEST_FILE = "model.json"  # in every export folder (toolkit/runfolder.py re-exports it)
-EXPORT_DIR = "export"  # a run's default export folder (toolkit/runfolder.py re-exports it)
+from toolkit.runfiles import MANIFEST_FILE, Manifest
 
 # (path, inode, size, mtime) -> sha256: a command hashes each file once, however many of its
 # steps ask (bench's check against model.json, then its top-1 cache key). Only files last
@@ -44,36 +37,23 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def modified_files(folder: Path, manifest: dict, formats: Iterable[str]) -> dict[str, Path]:
+def modified_files(
+    folder: Path, manifest: Manifest | Mapping, formats: Iterable[str]
+) -> dict[str, Path]:
     """Format -> file of each of `formats` whose file in `folder` no longer has the sha256
     model.json records for it (changed after export); a missing file or entry, or one without
-    a recorded sha256, is not checked here."""
+    a recorded sha256, is not checked here. (`manifest` as model.json's object: read as one.)"""
+    if isinstance(manifest, Mapping):
+        manifest = Manifest.from_json(manifest)
     changed: dict[str, Path] = {}
     for fmt in formats:
-        entry = (manifest.get("artifacts") or {}).get(fmt)
-        if not isinstance(entry, dict) or not entry.get("sha256") or not entry.get("file"):
+        entry = manifest.artifacts.get(fmt)
+        if entry is None or not entry.sha256 or not entry.file:
             continue
-        path = Path(folder) / str(entry["file"])
-        if path.is_file() and sha256(path) != entry["sha256"]:
+        path = Path(folder) / entry.file
+        if path.is_file() and sha256(path) != entry.sha256:
             changed[fmt] = path
     return changed
-
-
-def formats_of(manifest: dict, file_name: str) -> list[str]:
-    """The formats whose model.json entry is the file `file_name` ([] when none lists it)."""
-    artifacts = manifest.get("artifacts")
-    if not isinstance(artifacts, dict):
-        return []
-    return [f for f, e in artifacts.items() if isinstance(e, dict) and e.get("file") == file_name]
-
-
-def export_command(manifest: dict, folder: Path, fmt: str) -> str:
-    """The `toolkit export` command that writes format `fmt` into `folder` again (from the run
-    model.json names as its source, where it names one)."""
-    run = manifest.get("source_run")
-    if run and Path(run) / EXPORT_DIR == Path(folder).resolve():
-        return f"toolkit export {run} --format {fmt}"
-    return f"toolkit export {run or 'RUN'} --format {fmt} --out {folder}"
 
 
 def check_unmodified(
@@ -94,39 +74,3 @@ def check_unmodified(
             "results are not those of the exported model",
             file=sys.stderr,
         )
-
-
-def read_manifest(path: Path) -> dict:
-    """An existing model.json, or {} when it is missing or unreadable (it is rebuilt)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def load_manifest(path: Path, how: str) -> dict:
-    """An existing model.json that lists artifacts, for a stage that uses them; unreadable or
-    listing none is a UsageError ending in `how` (the way out)."""
-    try:
-        manifest = json.loads(Path(path).read_text())
-        artifacts = manifest["artifacts"]
-        if not isinstance(artifacts, dict):
-            raise TypeError(f"artifacts is a {type(artifacts).__name__}, not an object")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{path} is unreadable ({exc!r}): {how}") from exc
-    if not artifacts:
-        raise UsageError(f"{path} lists no artifacts: {how}")
-    return manifest
-
-
-def edit_manifest(folder: Path, change: Callable[[dict], dict | None]) -> dict:
-    """Apply `change` to FOLDER/model.json ({} when absent) and write the result atomically;
-    `change` returns the new manifest, or None to leave the file untouched. Returns it."""
-    path = Path(folder) / MANIFEST_FILE
-    old = read_manifest(path)
-    new = change(old)
-    if new is None:
-        return old
-    atomic.write_json(path, new)
-    return new

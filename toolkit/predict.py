@@ -9,14 +9,8 @@ import numpy as np
 
 from toolkit.classnames import class_names_of
 from toolkit.errors import UsageError
-from toolkit.manifest import (
-    check_unmodified,
-    export_command,
-    formats_of,
-    load_manifest,
-    modified_files,
-)
-from toolkit.runfolder import CONFIG_FILE, EXPORT_DIR, MANIFEST_FILE
+from toolkit.manifest import check_unmodified, modified_files
+from toolkit.runfiles import EXPORT_DIR, Manifest, find_manifest, has_config
 from toolkit.runtimes import RUNTIMES, TensorSpec, open_artifact
 from toolkit.runtimes.base import close_session, gives_probabilities
 
@@ -41,14 +35,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def rewrite_command(folder: Path, manifest: dict, fmt: str) -> str:
+def rewrite_command(folder: Path, manifest: Manifest | None, fmt: str) -> str:
     """The `toolkit export` command that writes format `fmt` into `folder` (the artifact's folder
     as given) again: from the run folder it sits in (RUN/export), else from the run model.json
     names, with --out FOLDER."""
     run_dir = folder.parent if folder.name else folder.absolute().parent  # "." given: its parent
-    if folder.absolute().name == EXPORT_DIR and (run_dir / CONFIG_FILE).is_file():
+    if folder.absolute().name == EXPORT_DIR and has_config(run_dir):
         return f"toolkit export {run_dir} --format {fmt}"
-    return export_command(manifest, folder, fmt)
+    if manifest is None:
+        return f"toolkit export RUN --format {fmt} --out {folder}"
+    return manifest.export_command(folder, fmt)
 
 
 def check_recorded(artifact: Path, allow_modified: bool) -> None:
@@ -56,12 +52,10 @@ def check_recorded(artifact: Path, allow_modified: bool) -> None:
     beside it records another sha256 for it. Files no model.json lists are not checked; an
     unreadable model.json beside the file is refused, as bench and verify refuse it."""
     folder = artifact.parent
-    path = folder / MANIFEST_FILE
-    if not path.is_file():
+    manifest = find_manifest(folder, f"export again (`{rewrite_command(folder, None, 'all')}`)")
+    if manifest is None:
         return
-    how = f"export again (`{rewrite_command(folder, {}, 'all')}`)"
-    manifest = load_manifest(path, how)
-    changed = modified_files(folder, manifest, formats_of(manifest, artifact.name))
+    changed = modified_files(folder, manifest, manifest.formats_of(artifact.name))
     check_unmodified(changed, allow_modified, lambda fmt: rewrite_command(folder, manifest, fmt))
 
 

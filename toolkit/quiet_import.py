@@ -6,8 +6,10 @@ CPU-only machine, ignoring TF_CPP_MIN_LOG_LEVEL, so devices are probed inside th
 
 from __future__ import annotations
 
+import os
 import sys
 
+from toolkit.backend import backend_installed
 from toolkit.native_logs import captured_native_stderr
 
 
@@ -19,3 +21,11 @@ def import_tensorflow_quietly() -> None:
         import tensorflow
 
         tensorflow.config.list_physical_devices()
+
+
+def import_keras_quietly() -> None:
+    """Import Keras on its backend, TensorFlow (when it is the backend) without its log lines.
+    Building a model needs no more; loading one needs `toolkit.keras_setup.setup_keras`."""
+    if os.environ.get("KERAS_BACKEND") == "tensorflow" and backend_installed("tensorflow"):
+        import_tensorflow_quietly()
+    import keras  # noqa: F401

@@ -20,10 +20,7 @@ def run_dataset(run: Run, spec: str | None = None) -> tuple[Dataset, str]:
     """(dataset, spec) of `spec` (default: the run's data), split as the run split it (its
     seed and validation share); its classes unchecked, for images used without their labels
     (int8 calibration)."""
-    options = run.config.get("options") or {}
-    spec = spec or options.get("data")
-    if not spec:
-        raise UsageError(f"{run.path}/config.json names no data: pass --data SPEC")
+    spec = spec or run.config.data
     return load_data(spec, seed=run.seed, val_fraction=run.val_fraction), spec
 
 

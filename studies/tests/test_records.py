@@ -111,7 +111,7 @@ def test_the_hand_counted_macs_are_the_models_counts():
     for (model, name), macs in records.MACS.items():
         assert count_macs(build_model(get_preset(model, name), (32, 32, 3), 10)) == macs
     # the cpu60 ShiftViT before issue 42's re-tune, which its older bench row measured
-    from toolkit.models.presets import ShiftViTArch
+    from toolkit.models.architectures import ShiftViTArch
 
     earlier = replace(get_preset("shiftvit", "cpu60"), arch=ShiftViTArch(32, 4, 48, (2, 2, 4, 2)))
     assert (count_macs(build_model(earlier, (32, 32, 3), 10)),) == records.EARLIER_MACS[

@@ -49,11 +49,11 @@ def measure(run_dir: Path, data_spec: str | None = None, batch: int = 64) -> lis
     rows = [{"artifact": MODEL_FILE, "format": KERAS_FORMAT, "top1": keras_top1, "delta": 0.0,
              "agreement": 1.0, "max_abs": 0.0,
              "tied": int(accuracy.tied_top1(reference).sum())}]  # fmt: skip
-    for fmt, entry in manifest["artifacts"].items():
-        logits = _logits(run.export_dir / entry["file"], images, batch)
+    for fmt, entry in manifest.artifacts.items():
+        logits = _logits(run.export_dir / entry.file, images, batch)
         scores = accuracy.top1_vs_reference(logits, reference, labels)
         rows.append({
-            "artifact": entry["file"],
+            "artifact": entry.file,
             "format": fmt,
             "top1": scores["top1_accuracy"],
             "delta": scores["top1_delta"],

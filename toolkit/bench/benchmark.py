@@ -26,6 +26,7 @@ from toolkit.bench.folder import BenchFolder, open_folder
 from toolkit.bench.suite import KERAS_FORMAT, Artifact, Plan, run_suite
 from toolkit.errors import UsageError
 from toolkit.formats import FORMATS
+from toolkit.runfiles import write_bench
 from toolkit.runfolder import BENCH_FILES, BENCH_INTERLEAVED_FILES, BENCH_TOP1_FILE, MODEL_FILE
 from toolkit.runtimes.timing import Protocol
 from toolkit.runtimes.worker import KERAS_RUNTIMES
@@ -67,6 +68,7 @@ class BenchOptions:
     interleaved: bool = False
     segments: int | None = None  # --interleaved only
     calls: int | None = None  # --interleaved only
+    no_roofline: str | None = None  # a run folder's bench without the roofline, for this reason
 
     def __post_init__(self) -> None:
         """Sequences of names or sizes as the comma lists the command line gives."""
@@ -159,7 +161,9 @@ def make_plan(args: BenchOptions) -> Plan:
     folder = open_folder(args.run)
     run = folder.run
     if run is not None:
-        run.load_model()  # another program's model.keras is refused before any timing
+        from toolkit.runmodel import load_run_model  # Keras: only for a run folder
+
+        load_run_model(run)  # another program's model.keras is refused before any timing
     elif args.data:
         raise UsageError(
             f"--data needs the run folder: {folder.path} is an export folder, and toolkit's "
@@ -184,7 +188,7 @@ def make_plan(args: BenchOptions) -> Plan:
 
         split = load_split(run, "test", args.data)[:2]
     layers = layer_costs_of(run) if run is not None else []
-    export_macs = folder.manifest.get("macs_per_image") if run is None else None
+    export_macs = folder.manifest.macs_per_image if run is None else None
     threads = args.threads or os.cpu_count()
     return Plan(
         run_dir=folder.path,
@@ -205,7 +209,7 @@ def make_plan(args: BenchOptions) -> Plan:
         preset=folder.preset,
         kind=folder.kind,
         no_top1=None if run is not None else NO_TOP1,
-        no_macs=None if run is not None else (NO_ROOFLINE if export_macs else NO_MACS),
+        no_macs=args.no_roofline if run is not None else (NO_ROOFLINE if export_macs else NO_MACS),
     )
 
 
@@ -260,13 +264,14 @@ def layer_costs_of(run) -> list[LayerCost]:
     now rather than read from metrics.json, whose MACs are stale for runs trained before a
     counting fix."""
     from toolkit.models import build_model, layer_costs, preset_from_dict
+    from toolkit.runmodel import load_run_model
 
+    config = run.config
     try:
-        data = run.config["dataset"]
-        preset = preset_from_dict(run.config["preset"])
-        net = build_model(preset, tuple(data["image_shape"]), int(data["num_classes"]))
+        preset = preset_from_dict(dict(config.preset_json))
+        net = build_model(preset, config.image_shape, config.num_classes)
     except (KeyError, TypeError):  # a config.json without the architecture: load the model
-        net = run.load_model()
+        net = load_run_model(run)
     return layer_costs(net)
 
 
@@ -288,8 +293,8 @@ def write_outputs(result: dict, folder: Path) -> list[Path]:
     from toolkit.bench.plot import plot
     from toolkit.bench.report import markdown
 
-    json_path, md_path, png_path = (folder / name for name in BENCH_FILES)
-    atomic.write_json(json_path, result)
+    json_path = write_bench(folder, result)
+    md_path, png_path = (folder / name for name in BENCH_FILES[1:])
     atomic.write_text(md_path, markdown(result))
     if not installed("matplotlib"):
         png_path.unlink(missing_ok=True)  # an older plot would not show this table

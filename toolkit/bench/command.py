@@ -65,8 +65,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def options_from(args: argparse.Namespace) -> BenchOptions:
-    """The parsed arguments as BenchOptions."""
-    return BenchOptions(**{f.name: getattr(args, f.name) for f in fields(BenchOptions)})
+    """The parsed arguments as BenchOptions (a field no flag sets, e.g. the API's no_roofline,
+    keeps its default)."""
+    given = {f.name: getattr(args, f.name) for f in fields(BenchOptions) if hasattr(args, f.name)}
+    return BenchOptions(**given)
 
 
 def run(args: argparse.Namespace) -> int:

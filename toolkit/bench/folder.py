@@ -11,8 +11,17 @@ from pathlib import Path
 
 from toolkit.bench.roofline import KERAS_FORMAT
 from toolkit.errors import UsageError
-from toolkit.manifest import check_unmodified, load_manifest, modified_files
-from toolkit.runfolder import CONFIG_FILE, EXPORT_DIR, MANIFEST_FILE, MODEL_FILE, Run, open_run
+from toolkit.manifest import check_unmodified, modified_files
+from toolkit.runfiles import (
+    CONFIG_FILE,
+    EXPORT_DIR,
+    MANIFEST_FILE,
+    Manifest,
+    has_config,
+    has_manifest,
+    read_manifest,
+)
+from toolkit.runfolder import MODEL_FILE, Run, open_run
 
 
 @dataclass(frozen=True)
@@ -29,12 +38,12 @@ class BenchFolder:
         return self.run.export_dir if self.run is not None else self.path
 
     @cached_property
-    def manifest(self) -> dict:
+    def manifest(self) -> Manifest:
         """model.json, read when first needed (a run's own model is checked before it)."""
         if self.run is not None:
             return self.run.manifest()
         how = f"export again with `toolkit export RUN --format all --out {self.path}`"
-        return load_manifest(self.path / MANIFEST_FILE, how)
+        return read_manifest(self.path, how)
 
     @property
     def kind(self) -> str:
@@ -43,19 +52,17 @@ class BenchFolder:
     @property
     def model(self) -> str | None:
         """The model's name (config.json's, or what model.json recorded at export)."""
-        source = self.run.config.get("options", {}) if self.run is not None else self.manifest
-        return source.get("model")
+        return self.run.config.model if self.run is not None else self.manifest.model
 
     @property
     def preset(self) -> str | None:
-        source = self.run.config.get("options", {}) if self.run is not None else self.manifest
-        return source.get("preset")
+        return self.run.config.preset if self.run is not None else self.manifest.preset
 
     def files(self) -> dict[str, Path]:
         """Format name -> file: model.keras (a run folder's) first, then model.json's files."""
         files = {KERAS_FORMAT: self.path / MODEL_FILE} if self.run is not None else {}
-        exported = self.manifest["artifacts"].items()
-        return files | {fmt: self.export_dir / str(e.get("file", "")) for fmt, e in exported}
+        exported = self.manifest.artifacts.items()
+        return files | {fmt: self.export_dir / e.file for fmt, e in exported}
 
     def check_unmodified(self, formats: list[str], allow_modified: bool) -> None:
         """Refuse before any timing (or with allow_modified, warn of) each of the `formats`'
@@ -80,11 +87,11 @@ def open_folder(path: str | Path) -> BenchFolder:
         raise UsageError(f"{path} does not exist: {way}")
     if not path.is_dir():
         raise UsageError(f"{path} is not a folder: {way}")
-    if (path / MANIFEST_FILE).is_file() and not (path / MODEL_FILE).is_file():
+    if has_manifest(path) and not (path / MODEL_FILE).is_file():
         folder = BenchFolder(path)
         folder.manifest  # noqa: B018  (an unreadable model.json is refused now)
         return folder
-    if not (path / CONFIG_FILE).is_file():
+    if not has_config(path):
         raise UsageError(
             f"{path} is neither a run folder (no {CONFIG_FILE}) nor an export folder (no "
             f"{MANIFEST_FILE}): {way}"

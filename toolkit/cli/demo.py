@@ -9,17 +9,10 @@ from toolkit import atomic
 from toolkit.bench.benchmark import bench_run
 from toolkit.bench.report import terminal_table
 from toolkit.errors import UsageError
-from toolkit.evaluate import evaluate_run
 from toolkit.export import export_run
-from toolkit.runfolder import (
-    CONFIG_FILE,
-    HISTORY_FILE,
-    LABELS_FILE,
-    MANIFEST_FILE,
-    METRICS_FILE,
-    MODEL_FILE,
-    VERIFY_FILE,
-)
+from toolkit.runfiles import CONFIG_FILE, MANIFEST_FILE, VERIFY_FILE, config_path, manifest_path
+from toolkit.runfolder import HISTORY_FILE, LABELS_FILE, METRICS_FILE, MODEL_FILE
+from toolkit.runmodel import evaluate_run
 from toolkit.training.train import TrainOptions, train
 from toolkit.verify import report_path, save_report, verify_run
 from toolkit.verify.command import print_report
@@ -44,7 +37,7 @@ def run_demo(
     for run_dir in (root / model for model in DEMO_MODELS):  # new and writable, before work
         if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
             raise UsageError(f"{run_dir} already exists: pass another --out")
-        atomic.check_writable(run_dir / CONFIG_FILE, "--out", "pass --out DIR in a writable place")
+        atomic.check_writable(config_path(run_dir), "--out", "pass --out DIR in a writable place")
     passed = True
     for model in DEMO_MODELS:
         run_dir = root / model
@@ -62,9 +55,9 @@ def run_demo(
         for name in RUN_FILES:
             print(f"   {name:22s} -> {run_dir / name}")
         for fmt, entry in exported.entries.items():
-            size = entry["size_bytes"] / 1024
+            size = (entry.size_bytes or 0) / 1024
             print(f"   {fmt:22s} -> {exported.path(fmt)} ({size:.0f} KB)")
-        print(f"   {MANIFEST_FILE:22s} -> {exported.folder / MANIFEST_FILE}")
+        print(f"   {MANIFEST_FILE:22s} -> {manifest_path(exported.folder)}")
         print(f"== {model}: verifying ops (quick shapes) and every artifact", flush=True)
         report = verify_run(run_dir, shapes="quick")
         saved = save_report(run_dir, report, report_path(run_dir), record=True)

@@ -138,9 +138,11 @@ def _strategy(args: argparse.Namespace) -> str | None:
     """The --strategy of this train command: given, or on --resume the run's (None: unknown)."""
     if args.strategy is not None or not args.resume or args.out is None:
         return args.strategy
+    from toolkit.runfiles import read_config_json
+
     try:
-        return json.loads((args.out / "config.json").read_text())["options"]["strategy"]
-    except (OSError, ValueError, KeyError, TypeError):
+        return read_config_json(args.out)["options"]["strategy"]
+    except (UsageError, KeyError, TypeError):
         return None  # train() says what is wrong with the folder
 
 
@@ -150,7 +152,7 @@ def _add_eval(p: argparse.ArgumentParser) -> None:
 
 
 def _run_eval(args: argparse.Namespace) -> int:
-    from toolkit.evaluate import evaluate_run
+    from toolkit.runmodel import evaluate_run
 
     result = evaluate_run(args.run, args.data)
     print(

@@ -16,7 +16,7 @@ from toolkit.formats import (
     MAX_OPSET,
     MIN_OPSET,
 )
-from toolkit.runfolder import EXPORT_DIR
+from toolkit.runfiles import EXPORT_DIR, Manifest
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -59,10 +59,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def gpu_notes(manifest: dict, names: list[str]) -> list[str]:
+def gpu_notes(manifest: Manifest, names: list[str]) -> list[str]:
     """One line per file LiteRT's GPU accelerator does not take whole, and one line when the
     check could not be made here (no GPU), naming why."""
-    results = {n: manifest["artifacts"][n].get("gpu_accelerator") for n in names}
+    results = {n: manifest.artifacts[n].gpu_accelerator for n in names}
     results = {n: r for n, r in results.items() if r is not None}
     partly = [n for n, r in results.items() if r["checked"] and not r["fully_accelerated"]]
     lines = [
@@ -98,9 +98,9 @@ def run(args: argparse.Namespace) -> int:
     rows = [("format", "file", "size (KB)", "seconds")]
     searched: list[str] = []
     for name, entry in exported.entries.items():
-        size = f"{entry['size_bytes'] / 1024:.1f}"
-        rows.append((name, entry["file"], size, f"{entry['export_seconds']:.1f}"))
-        found = entry.get("quantization_search")
+        size = f"{(entry.size_bytes or 0) / 1024:.1f}"
+        rows.append((name, entry.file, size, f"{entry.export_seconds or 0:.1f}"))
+        found = entry.quantization_search
         if found:
             searched.append(
                 f"{name}: recipe {found['recipe']}, top-1 drop {found['drop_points']:.2f} points "

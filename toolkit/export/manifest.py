@@ -1,4 +1,5 @@
-"""model.json: what each exported artifact is and how an app feeds it, merged across exports."""
+"""What export puts in model.json: each artifact's entry and the header (how an app feeds the
+model), merged across exports; toolkit.runfiles.manifest reads and writes the file."""
 
 from __future__ import annotations
 
@@ -12,14 +13,13 @@ from toolkit.export.signature import INPUT_NAME, OUTPUT_NAME, PROBABILITIES, SIG
 from toolkit.export.source import ExportSource
 from toolkit.export.validate import ArtifactInfo
 from toolkit.formats import Format
-from toolkit.manifest import edit_manifest, read_manifest, sha256
+from toolkit.manifest import sha256
 from toolkit.models.macs import count_macs
-from toolkit.runfolder import EXPORT_DIR, MANIFEST_FILE, MODEL_FILE
+from toolkit.runfiles import EXPORT_DIR, MODEL_HASH, Manifest, edit_manifest, find_manifest
+from toolkit.runfolder import MODEL_FILE
 from toolkit.runtimes.gpu_check import gpu_acceleration
 from toolkit.versions import versions
 
-# the model the artifacts were converted from: the identity of a run wherever it is copied
-MODEL_HASH = "source_model_sha256"
 OUTPUTS = [OUTPUT_NAME, PROBABILITIES]  # what an artifact's `output` may be
 
 
@@ -63,18 +63,18 @@ def app_info(src: ExportSource, fmt: Format) -> ModelInfo:
     """The TFLite Model Metadata of format `fmt`'s file, from the run: model, preset, data,
     the sha256 of model.keras as the version; author and license where config.json's
     options give them (else this toolkit, and none)."""
-    options = src.run.config.get("options", {})
-    model, preset = options.get("model") or src.model.name, options.get("preset")
+    config = src.run.config
+    model, preset = config.model, config.preset
     digest = src.memo(MODEL_HASH, lambda: sha256(src.run.path / MODEL_FILE))
     return ModelInfo(
         name=f"{model}-{preset}" if preset else str(model),
         description=(
-            f"{model} {preset or ''} image classifier trained on {options.get('data')}; "
+            f"{model} {preset} image classifier trained on {config.data}; "
             f"{fmt.name}: {fmt.description}; RGB pixels 0-255 in, class probabilities out"
         ),
         version=f"model.keras sha256 {digest[:16]}",
-        author=str(options.get("author") or f"toolkit {versions().get('toolkit', '')}".strip()),
-        license=str(options.get("license") or ""),
+        author=str(config.option("author") or f"toolkit {versions().get('toolkit', '')}".strip()),
+        license=str(config.option("license", "")),
         class_names=tuple(src.class_names),
     )
 
@@ -82,12 +82,11 @@ def app_info(src: ExportSource, fmt: Format) -> ModelInfo:
 def header(src: ExportSource) -> dict:
     """The global part of model.json: source, classes, input contract, versions, date."""
     height, width, channels = src.input_shape
-    options = src.run.config.get("options", {})
     return {
         "source_run": str(src.run.path.resolve()),
         MODEL_HASH: src.memo(MODEL_HASH, lambda: sha256(src.run.path / MODEL_FILE)),
-        "model": options.get("model"),
-        "preset": options.get("preset"),
+        "model": src.run.config.model,
+        "preset": src.run.config.preset,
         # each artifact's `output` says which: logits (.onnx) or probabilities (.tflite)
         "signature": {"key": SIGNATURE_KEY, "input": INPUT_NAME, "outputs": OUTPUTS},
         "input": {
@@ -107,7 +106,7 @@ def header(src: ExportSource) -> dict:
     }
 
 
-def update_manifest(out: Path, head: dict, fmt: str, entry: dict) -> dict:
+def update_manifest(out: Path, head: dict, fmt: str, entry: dict) -> Manifest:
     """Merge one artifact into OUT/model.json and write it: the other entries are kept when they
     describe the same model (`same_model`) and their file is still the one recorded."""
 
@@ -124,11 +123,12 @@ def update_manifest(out: Path, head: dict, fmt: str, entry: dict) -> dict:
     return edit_manifest(out, merged)
 
 
-def record_gpu_acceleration(out: Path, formats: list[str]) -> dict:
+def record_gpu_acceleration(out: Path, formats: list[str]) -> Manifest:
     """Check the `formats`' files in LiteRT's GPU accelerator (toolkit.runtimes.gpu_check) and
     record each result as its entry's `gpu_accelerator`; returns model.json."""
-    artifacts = read_manifest(out / MANIFEST_FILE).get("artifacts", {})
-    paths = {fmt: out / artifacts[fmt]["file"] for fmt in formats if fmt in artifacts}
+    manifest = find_manifest(out)
+    artifacts = manifest.artifacts if manifest is not None else {}
+    paths = {fmt: out / artifacts[fmt].file for fmt in formats if fmt in artifacts}
     found = gpu_acceleration(list(paths.values())) if paths else {}
 
     def change(manifest: dict) -> dict:

@@ -35,7 +35,9 @@ from toolkit.formats import (
     parse_formats,
 )
 from toolkit.progress import progress
-from toolkit.runfolder import EXPORT_DIR, LABELS_FILE, MANIFEST_FILE, labels_text, open_run
+from toolkit.runfiles import EXPORT_DIR, ArtifactEntry, Manifest, manifest_path
+from toolkit.runfolder import LABELS_FILE, labels_text, open_run
+from toolkit.runmodel import load_run_model
 
 
 @dataclass(frozen=True)
@@ -45,16 +47,16 @@ class Exported:
 
     folder: Path
     formats: tuple[str, ...]
-    manifest: dict
+    manifest: Manifest
 
     @property
-    def entries(self) -> dict[str, dict]:
+    def entries(self) -> dict[str, ArtifactEntry]:
         """model.json's entry of each format written, in the order asked."""
-        return {name: self.manifest["artifacts"][name] for name in self.formats}
+        return {name: self.manifest.artifacts[name] for name in self.formats}
 
     def path(self, fmt: str) -> Path:
         """The file written for `fmt`."""
-        return self.folder / self.entries[fmt]["file"]
+        return self.folder / self.entries[fmt].file
 
 
 def export_run(
@@ -90,11 +92,11 @@ def export_run(
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file: pass a folder for the exported models")
     files = [name for n in names for name in (FORMATS[n].filename, *FORMATS[n].companions)]
-    written = [out / name for name in files] + [out / MANIFEST_FILE, out / LABELS_FILE]
+    written = [out / name for name in files] + [manifest_path(out), out / LABELS_FILE]
     for path in written:  # before any conversion: a path that cannot be written is bad input
         atomic.check_writable(path, flag, hint="pass --out DIR in a writable place")
-    model = run.load_model()
-    calib_data = calib_data or (run.config.get("options") or {}).get("data")
+    model = load_run_model(run)
+    calib_data = calib_data or run.config.data
     options = dict(opset=opset, calib_data=calib_data, calib_samples=samples)
     with open_source(run, model, **options) as src:
         src.preprocessing  # noqa: B018  (check config.json before anything is written)
@@ -117,15 +119,15 @@ def export_run(
 
 def _export_all(
     src: ExportSource, names: list[str], out: Path, budget: float | None, done: list[str]
-) -> dict:
+) -> Manifest:
     """Write each format of `names` into `out` (made if missing), appending each to `done` once
     its files and model.json are in place; returns model.json."""
     out.mkdir(parents=True, exist_ok=True)
     # temp files a killed export left, of every format: the next export may not write it
     every = [name for f in FORMATS.values() for name in (f.filename, *f.companions)]
-    for name in [*every, MANIFEST_FILE, LABELS_FILE]:
-        atomic.remove_stale_temps(out / name)
-    manifest: dict = {}
+    for path in [*(out / name for name in every), manifest_path(out), out / LABELS_FILE]:
+        atomic.remove_stale_temps(path)
+    manifest = Manifest(artifacts={})
     for i, name in enumerate(names, 1):
         progress("export", i, len(names), f"writing {name}")
         manifest = _export_one(src, FORMATS[name], out, budget)
@@ -160,7 +162,7 @@ def _check_samples(samples: int) -> int:
     return samples
 
 
-def _export_one(src: ExportSource, fmt: Format, out: Path, budget: float | None = None) -> dict:
+def _export_one(src: ExportSource, fmt: Format, out: Path, budget: float | None = None) -> Manifest:
     """Convert by the format's recipe (or search, given a budget) to a temp file and validate
     it; its companions and labels.txt staged beside it, model.json written, then the staged
     files renamed into place (so a full disk on the way leaves the earlier ones as they were).

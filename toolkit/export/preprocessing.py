@@ -6,15 +6,16 @@ from collections.abc import Callable
 
 from toolkit.errors import UsageError
 from toolkit.models import MODELS
+from toolkit.runfiles import RunConfig
 
 
-def _rescale(config: dict) -> dict:
+def _rescale(config: RunConfig) -> dict:
     return {"op": "rescale", "formula": "x / 255", "scale": 1 / 255}
 
 
-def _normalize(config: dict) -> dict:
+def _normalize(config: RunConfig) -> dict:
     # build_vit's default when a run has no norm_stats: 0-255 mapped to [-1, 1]
-    mean, variance = config.get("norm_stats") or ([127.5] * 3, [127.5**2] * 3)
+    mean, variance = config.norm_stats or ([127.5] * 3, [127.5**2] * 3)
     return {
         "op": "normalize",
         "formula": "(x - mean) / sqrt(variance), per channel, on 0-255 values",
@@ -24,14 +25,14 @@ def _normalize(config: dict) -> dict:
 
 
 # config.json "preprocessing" -> the in-model step it stands for
-STEPS: dict[str, Callable[[dict], dict]] = {"rescale": _rescale, "normalize": _normalize}
+STEPS: dict[str, Callable[[RunConfig], dict]] = {"rescale": _rescale, "normalize": _normalize}
 
 
-def describe_preprocessing(config: dict, input_hw: tuple[int, int]) -> dict:
+def describe_preprocessing(config: RunConfig, input_hw: tuple[int, int]) -> dict:
     """The input an app feeds and the steps the model applies inside, from a run's config.json."""
+    size = config.image_size
     try:
-        kind = config.get("preprocessing") or MODELS[config["options"]["model"]].preprocessing
-        size = int(config["preset"]["arch"]["image_size"])
+        kind = config.preprocessing or MODELS[config.model].preprocessing
         step = STEPS[kind](config)
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(

@@ -16,7 +16,8 @@ from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
-from toolkit.models.presets import ADDED_FIELD, Preset
+from toolkit.models.architectures import ADDED_FIELD
+from toolkit.models.presets import Preset
 
 COUNTS_FILE = Path(__file__).with_name("preset_counts.json")
 
@@ -34,7 +35,7 @@ def count_key(preset: Preset, input_shape: tuple[int, int, int], num_classes: in
 
 def fingerprint(preset: Preset) -> str:
     """A short hash of the architecture: a shipped count of another architecture is stale.
-    Fields added later (presets.ADDED_FIELD) count only away from their defaults."""
+    Fields added later (architectures.ADDED_FIELD) count only away from their defaults."""
     arch = asdict(preset.arch)
     for f in fields(preset.arch):
         if (
@@ -59,10 +60,10 @@ def built_counts(preset: Preset, input_shape: tuple[int, int, int], num_classes:
     """Build the model (Keras, on the chosen backend; a UsageError when none is installed) and
     count it."""
     from toolkit.backend import require_backend
-    from toolkit.keras_setup import setup_keras
+    from toolkit.quiet_import import import_keras_quietly
 
     require_backend()
-    setup_keras()
+    import_keras_quietly()  # building needs no custom objects registered (loading does)
     from toolkit.models.macs import count_macs
     from toolkit.models.registry import build_model
 

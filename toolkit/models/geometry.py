@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from toolkit.errors import UsageError
-from toolkit.models.presets import ShiftViTArch, ViTArch
+from toolkit.models.architectures import ShiftViTArch, ViTArch
 
 # bytes per activation value under each `--precision` (toolkit.training.strategies.PRECISIONS)
 VALUE_BYTES = {"float32": 4, "mixed_float16": 2, "mixed_bfloat16": 2}

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 from keras import layers
 
-from toolkit.models.presets import ShiftViTArch
+from toolkit.models.architectures import ShiftViTArch
 from toolkit.ops import MLP, DropPath, PartialShift, PatchConv2D
 
 

@@ -12,16 +12,15 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from toolkit.models.architectures import ShiftViTArch, ViTArch
 from toolkit.models.counts import COUNTS_FILE, Counts, built_counts, count_key, fingerprint
 from toolkit.models.counts import preset_counts as _counts
+from toolkit.models.paper_figures import PAPER_FIGURES
 from toolkit.models.presets import (
     IMAGENET,
-    PAPER_FIGURES,
     PRESET_PURPOSES,
     PRESETS,
     SMALL_IMAGES,
-    ShiftViTArch,
-    ViTArch,
     get_preset,
     workload,
 )

@@ -13,9 +13,9 @@ import keras
 import numpy as np
 from keras import layers
 
+from toolkit.models.architectures import ViTArch
 from toolkit.models.class_token import ClassToken, ClassTokenReadout
 from toolkit.models.position import PositionEmbedding
-from toolkit.models.presets import ViTArch
 from toolkit.ops import (
     MLP,
     Dropout,

@@ -52,6 +52,6 @@ def _device() -> str:
 
 def open_keras(path: Path, options: RuntimeOptions) -> KerasSession:
     """Load `path` safely (load_keras_model registers the custom layers); threads are TF's own."""
-    from toolkit.runfolder import load_keras_model
+    from toolkit.runmodel import load_keras_model
 
     return KerasSession(load_keras_model(path), path)

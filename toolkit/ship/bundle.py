@@ -27,9 +27,12 @@ from toolkit.classnames import class_names_of
 from toolkit.errors import RunError, UsageError
 from toolkit.formats import FORMATS
 from toolkit.manifest import sha256
-from toolkit.runfolder import LABELS_FILE, MANIFEST_FILE, Run, labels_text, open_run
+from toolkit.runfiles import write_manifest
+from toolkit.runfolder import LABELS_FILE, MANIFEST_FILE, labels_text, open_run
 from toolkit.scratch import PREFIX, pid_alive, remove_dead_scratch
-from toolkit.ship.card import CARD_FILE, model_card
+from toolkit.ship.card import model_card
+from toolkit.ship.measurements import bundle_record, read_measurements
+from toolkit.ship.names import CARD_FILE, README_FILE
 from toolkit.ship.npm import TASKS_VISION, package_dir
 from toolkit.ship.owned import (
     FILES_KEY,
@@ -41,14 +44,15 @@ from toolkit.ship.owned import (
     listing,
     planned_paths,
 )
-from toolkit.ship.picks import DEFAULT_MAX_DROP, Measurements, Pick, check_budget, choose
-from toolkit.ship.readme import README_FILE, bundle_readme
+from toolkit.ship.picks import DEFAULT_MAX_DROP, Pick, check_budget
+from toolkit.ship.readme import bundle_readme
 from toolkit.ship.report import write_report
+from toolkit.ship.shipment import Shipment
 from toolkit.ship.stages import (
     StagePlan,
     check_stage_outputs,
+    make_shipment,
     plan_stages,
-    read_measurements,
     run_stages,
 )
 from toolkit.ship.targets import TARGETS
@@ -71,9 +75,7 @@ class Shipped:
 
 def is_bundle(folder: Path) -> bool:
     """Whether `folder` holds a bundle `toolkit ship` wrote (its model.json has a ship record)."""
-    from toolkit.ship.stages import read_json
-
-    return SHIP_KEY in read_json(folder / MANIFEST_FILE)
+    return SHIP_KEY in bundle_record(folder)
 
 
 def check_out(out: Path, targets: Iterable[str] = ()) -> None:
@@ -92,34 +94,36 @@ def check_out(out: Path, targets: Iterable[str] = ()) -> None:
     atomic.check_writable_folder_above(out.resolve(), f"--out {out}", way)
 
 
-def bundle_manifest(
-    m: Measurements, picks: dict[str, Pick], max_drop: float, files: dict[str, str]
-) -> dict:
+def bundle_manifest(s: Shipment, files: dict[str, str]) -> dict:
     """The run's model.json with only the shipped files' entries, and under `ship` the picks
     and every other file of the bundle (`files`: path -> sha256)."""
-    formats = {p.format for p in picks.values()}
-    manifest = {k: v for k, v in m.manifest.items() if k != "artifacts"}
-    manifest["artifacts"] = {f: e for f, e in m.manifest["artifacts"].items() if f in formats}
+    m = s.measurements
+    formats = {p.format for p in s.picks.values()}
+    manifest = {k: v for k, v in s.manifest.raw.items() if k != "artifacts"}
+    manifest["artifacts"] = {
+        f: e.to_json() for f, e in s.manifest.artifacts.items() if f in formats
+    }
     manifest[SHIP_KEY] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "max_accuracy_drop": max_drop,
-        "bench": {"date": m.bench.get("date"), "machine": m.bench.get("machine")},
-        "verify": {"date": m.verify.get("date")},
-        "picks": {name: asdict(p) for name, p in picks.items()},
+        "max_accuracy_drop": s.max_drop,
+        "bench": {"date": m.bench.date, "machine": dict(m.bench.machine)},
+        "verify": {"date": m.verify.date},
+        "picks": {name: asdict(p) for name, p in s.picks.items()},
         FILES_KEY: files,
     }
     return manifest
 
 
-def copy_files(run: Run, m: Measurements, picks: dict[str, Pick], folder: Path) -> list[str]:
+def copy_files(s: Shipment, folder: Path) -> list[str]:
     """The picked files and their companions, and labels.txt, copied into `folder`; each file is
     checked against model.json's sha256 after the copy."""
+    run, picks = s.run, s.picks
     names: list[str] = []
     for pick in picks.values():
         if pick.file in names:
             continue
         shutil.copyfile(run.export_dir / pick.file, folder / pick.file)
-        if sha256(folder / pick.file) != m.manifest["artifacts"][pick.format]["sha256"]:
+        if sha256(folder / pick.file) != s.manifest.artifacts[pick.format].sha256:
             raise UsageError(
                 f"{run.export_dir / pick.file} changed while it was shipped (its sha256 is not "
                 "model.json's): run `toolkit ship` again"
@@ -129,27 +133,22 @@ def copy_files(run: Run, m: Measurements, picks: dict[str, Pick], folder: Path) 
             shutil.copyfile(run.export_dir / companion, folder / companion)
             names.append(companion)
     first = run.export_dir / next(iter(picks.values())).file  # named as predict names them
-    classes = class_names_of(first, int(run.config["dataset"]["num_classes"]))
+    classes = class_names_of(first, s.config.num_classes)
     atomic.write_text(folder / LABELS_FILE, labels_text(classes))
     return [*names, LABELS_FILE]
 
 
-def write_bundle(
-    run: Run, m: Measurements, picks: dict[str, Pick], max_drop: float, folder: Path
-) -> dict[str, str]:
+def write_bundle(s: Shipment, folder: Path) -> dict[str, str]:
     """Every file of the bundle into `folder` (the scratch folder renamed to --out after);
     model.json last, listing the others, whose listing (path -> sha256) it returns."""
-    copy_files(run, m, picks, folder)
-    atomic.write_text(folder / CARD_FILE, model_card(run, picks, m, max_drop))
-    write_report(folder, run.path, picks)
-    notes = None
-    if "web" in picks:
-        write_web_app(folder, run.path, picks["web"])
-        notes = WEB_NOTES
-    name = f"{run.config['options']['model']}-{run.config['options']['preset']}"
-    atomic.write_text(folder / README_FILE, bundle_readme(name, picks, m.manifest, notes))
+    copy_files(s, folder)
+    atomic.write_text(folder / CARD_FILE, model_card(s))
+    write_report(folder, s)
+    if "web" in s.picks:
+        write_web_app(folder, s)
+    atomic.write_text(folder / README_FILE, bundle_readme(s))
     files = listing(folder)
-    atomic.write_json(folder / MANIFEST_FILE, bundle_manifest(m, picks, max_drop, files))
+    write_manifest(folder, bundle_manifest(s, files))
     return files
 
 
@@ -241,20 +240,18 @@ def ship_run(
     check_out(out, names)
     if "web" in names:  # the web app copies MediaPipe's files from npm: fetched before any work
         package_dir(TASKS_VISION)
-    plan = plan_stages(opened, names)
+    m = read_measurements(opened.path)
+    plan = plan_stages(opened, names, m)
     check_stage_outputs(opened, plan)
     with full_disk_stops(out, None, opened.path):
         run_stages(opened, plan, bench_seconds, (lambda line: None) if quiet else print)
-    m = read_measurements(opened.path)
-    picks = choose(m, names, max_drop)
+    shipment = make_shipment(opened, plan, m, names, max_drop, WEB_NOTES)
     with full_disk_stops(out, f"the bundle {out}", out):
-        files, kept = _bundle(opened, m, picks, max_drop, out)
-    return Shipped(out, picks, files, plan, kept)
+        files, kept = _bundle(shipment, out)
+    return Shipped(out, shipment.picks, files, plan, kept)
 
 
-def _bundle(
-    run: Run, m: Measurements, picks: dict[str, Pick], max_drop: float, out: Path
-) -> tuple[tuple[str, ...], Earlier]:
+def _bundle(s: Shipment, out: Path) -> tuple[tuple[str, ...], Earlier]:
     """Write the bundle in a scratch folder beside `out`, carry in what `out` keeps, and put it
     in place; return its files and what was kept. On failure, `out` is as it was."""
     created = _created_parents(out)
@@ -264,7 +261,7 @@ def _bundle(
         folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-ship-{os.getpid()}-", dir=out.parent))
         try:
             os.chmod(folder, 0o777 & ~_umask())  # mkdtemp's is 0700: a bundle is for others too
-            files = tuple(sorted([MANIFEST_FILE, *write_bundle(run, m, picks, max_drop, folder)]))
+            files = tuple(sorted([MANIFEST_FILE, *write_bundle(s, folder)]))
             kept = earlier_bundle(out)  # again: the user may have added files meanwhile
             check_keeps(out, kept, set(files))
             carry(out, folder, kept.keeps)

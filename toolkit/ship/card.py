@@ -15,11 +15,13 @@ from pathlib import PurePath
 
 from toolkit.bench.machine import cpu_text
 from toolkit.formats import FORMATS
-from toolkit.runfolder import LABELS_FILE, Run
-from toolkit.ship.picks import Measurements, Pick, candidates, verify_cell, within
+from toolkit.runfiles import ArtifactEntry, Manifest
+from toolkit.runfolder import LABELS_FILE
+from toolkit.ship.measurements import Measurements
+from toolkit.ship.picks import Pick, candidates, verify_cell, within
+from toolkit.ship.shipment import Shipment
 from toolkit.ship.targets import PROVIDERS, TARGETS
 
-CARD_FILE = "MODEL_CARD.md"
 # Hugging Face license ids a run's --license may name as they are; anything else is "other"
 HF_LICENSES = (
     "apache-2.0",
@@ -74,9 +76,9 @@ def _scalar(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def license_fields(run: Run) -> dict:
+def license_fields(s: Shipment) -> dict:
     """`license` (a Hugging Face id), with `license_name` when the run's --license is another."""
-    given = str((run.config.get("options") or {}).get("license") or "").strip()
+    given = str(s.config.option("license", "")).strip()
     if given.lower() in HF_LICENSES:
         return {"license": given.lower()}
     if not given:
@@ -84,16 +86,9 @@ def license_fields(run: Run) -> dict:
     return {"license": "other", "license_name": given}
 
 
-def dataset_id(run: Run) -> str:
+def dataset_id(s: Shipment) -> str:
     """The Hugging Face dataset id of the run's data, else its dataset name."""
-    spec = str((run.config.get("options") or {}).get("data") or "")
-    name = str((run.config.get("dataset") or {}).get("name") or spec)
-    return HF_DATASETS.get(spec.split(":")[0], name)
-
-
-def model_name(run: Run) -> str:
-    options = run.config.get("options") or {}
-    return f"{options.get('model')}-{options.get('preset')}"
+    return HF_DATASETS.get(s.config.data.split(":")[0], s.config.dataset_name)
 
 
 def shipped(picks: dict[str, Pick]) -> dict[str, list[Pick]]:
@@ -104,17 +99,17 @@ def shipped(picks: dict[str, Pick]) -> dict[str, list[Pick]]:
     return files
 
 
-def header(run: Run, picks: dict[str, Pick], m: Measurements) -> dict:
+def header(s: Shipment) -> dict:
     """The card's YAML header as a dict."""
-    options = run.config.get("options") or {}
-    files = shipped(picks)
-    tags = ["image-classification", "vision-transformer", str(options.get("model"))]
+    files = shipped(s.picks)
+    tags = ["image-classification", "vision-transformer", s.config.model]
     tags += sorted({PurePath(f).suffix.lstrip(".") for f in files} | {"edge"})
     tags += sorted({FORMATS[p[0].format].precision for p in files.values()})
-    tags += sorted({p.runtime for p in picks.values()})
-    dataset = dataset_id(run)
-    split = (m.verify.get("models") or {}).get("split", "test")
-    first = next(iter(picks.values()))
+    tags += sorted({p.runtime for p in s.picks.values()})
+    dataset = dataset_id(s)
+    models = s.measurements.verify.models
+    split = (models.split if models else None) or "test"
+    first = next(iter(s.picks.values()))
 
     def result(what: str, value: float) -> dict:
         return {
@@ -127,12 +122,12 @@ def header(run: Run, picks: dict[str, Pick], m: Measurements) -> dict:
     for file, ps in files.items():
         results.append(result(f"{file} ({ps[0].format})", ps[0].top1))
     return {
-        **license_fields(run),
+        **license_fields(s),
         "pipeline_tag": "image-classification",
         "tags": list(dict.fromkeys(tags)),
         "datasets": [dataset],
         "metrics": ["accuracy"],
-        "model-index": [{"name": model_name(run), "results": results}],
+        "model-index": [{"name": s.name, "results": results}],
     }
 
 
@@ -166,21 +161,31 @@ def _tensor(spec: dict) -> str:
     return f"`{spec['name']}`{tensor}: {spec['dtype']} {shape}{quant}"
 
 
-def contract_lines(manifest: dict, entry: dict) -> list[str]:
+def tensors(entry: ArtifactEntry) -> tuple[list[dict], list[dict]]:
+    """A file's input and output tensors as model.json records them (name, dtype, shape...)."""
+    return list(entry.raw.get("inputs") or []), list(entry.raw.get("outputs") or [])
+
+
+def preprocessing_summary(manifest: Manifest) -> str:
+    """model.json's one sentence on what the files do to the pixels they take."""
+    pre = manifest.raw.get("preprocessing")
+    return str(pre.get("summary", "")) if isinstance(pre, dict) else ""
+
+
+def contract_lines(manifest: Manifest, entry: ArtifactEntry) -> list[str]:
     """The input and output of one file as an app codes against them (model.json)."""
-    shape = manifest.get("input") or {}
-    pre = manifest.get("preprocessing") or {}
-    inputs, outputs = entry.get("inputs") or [], entry.get("outputs") or []
+    shape = manifest.input
+    inputs, outputs = tensors(entry)
     what = (
         "softmax probabilities (sum 1)"
-        if entry.get("output") == "probabilities"
+        if entry.output == "probabilities"
         else "logits (apply a softmax for probabilities)"
     )
     lines = []
     if inputs:
         lines.append(
             f"- **Input**: {_tensor(inputs[0])}, {shape.get('layout', 'NHWC')} "
-            f"{shape.get('range', 'RGB 0-255')} pixels, not 0-1; {pre.get('summary', '')}"
+            f"{shape.get('range', 'RGB 0-255')} pixels, not 0-1; {preprocessing_summary(manifest)}"
         )
     if outputs:
         lines.append(
@@ -192,11 +197,11 @@ def contract_lines(manifest: dict, entry: dict) -> list[str]:
 def latency_text(m: Measurements, fmt: str, ranked_by: dict[str, list[str]]) -> str:
     """p50 at batch 1 of the file on every runtime bench.json timed it on."""
     parts = []
-    for row in m.bench.get("rows") or []:
-        if row.get("format") != fmt or row.get("batch") != 1:
+    for row in m.bench.rows:
+        if row.format != fmt or row.batch != 1:
             continue
-        runtime = row["runtime"]
-        figure = ms(row["p50_ms"]) if row.get("status") == "ok" else row.get("status", "?")
+        runtime = row.runtime
+        figure = ms(row.p50_ms) if row.ok and row.p50_ms is not None else row.status or "?"
         ranks = f" (ranks {', '.join(ranked_by[runtime])})" if runtime in ranked_by else ""
         parts.append(f"{runtime} {figure}{ranks}")
     return "; ".join(parts) or "not timed"
@@ -209,36 +214,36 @@ def parity_text(m: Measurements, pick: Pick) -> str:
         return "not verified (top-1 from bench.json)"
     tolerance = ", ".join(
         f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
-        for k, v in (cell.get("tolerance") or {}).items()
+        for k, v in (cell.raw.get("tolerance") or {}).items()
     )
-    metrics = cell.get("metrics") or {}
+    metrics = cell.metrics
     figures = [
         f"max abs {metrics['max_abs']:.3g}" if metrics.get("max_abs") is not None else "",
         f"cosine {metrics['cosine']:.6f}" if metrics.get("cosine") is not None else "",
         f"top-1 agreement {percent(metrics.get('top1_agreement'))}",
         f"top-1 change {metrics.get('top1_delta', 0) * 100:+.2f} points",
     ]
-    found = m.verify.get("versions") or {}
-    record = (m.manifest["artifacts"][pick.format].get("parity") or {}).get("runtimes") or {}
-    version = (record.get(cell["runtime"]) or {}).get("version")
-    versions = ", ".join(f"{k} {v}" for k, v in found.items())
+    record = (m.manifest.artifacts[pick.format].parity or {}).get("runtimes") or {}
+    version = (record.get(cell.runtime) or {}).get("version")
+    versions = ", ".join(f"{k} {v}" for k, v in m.verify.versions.items())
     return (
-        f"{cell['status']} on {cell['runtime']} {version or ''}".rstrip()
-        + f" (`toolkit verify`, {m.verify.get('date')}); tolerance: {tolerance}; figures: "
+        f"{cell.status} on {cell.runtime} {version or ''}".rstrip()
+        + f" (`toolkit verify`, {m.verify.date}); tolerance: {tolerance}; figures: "
         + ", ".join(f for f in figures if f)
         + f"; versions: {versions}"
     )
 
 
-def snippet_fields(manifest: dict, entry: dict, pick: Pick) -> dict:
+def snippet_fields(manifest: Manifest, entry: ArtifactEntry, pick: Pick) -> dict:
     path = PurePath(pick.file)
-    shape = manifest.get("input") or {}
+    shape = manifest.input
+    inputs, _ = tensors(entry)
     return {
         "file": pick.file,
         "stem": path.stem,
         "ext": path.suffix.lstrip("."),
-        "input": (entry.get("inputs") or [{}])[0].get("name", "image"),
-        "output": entry.get("output", "probabilities"),
+        "input": (inputs or [{}])[0].get("name", "image"),
+        "output": entry.output or "probabilities",
         "height": shape.get("height"),
         "width": shape.get("width"),
         "providers": PROVIDERS.get(pick.runtime, PROVIDERS["ort-cpu"]),
@@ -249,7 +254,7 @@ def file_section(m: Measurements, file: str, picks: list[Pick]) -> list[str]:
     """The card's section of one bundled file."""
     pick = picks[0]
     fmt = FORMATS[pick.format]
-    entry = m.manifest["artifacts"][pick.format]
+    entry = m.manifest.artifacts[pick.format]
     ranked_by: dict[str, list[str]] = {}
     for p in picks:
         ranked_by.setdefault(p.runtime, []).append(p.target)
@@ -262,7 +267,7 @@ def file_section(m: Measurements, file: str, picks: list[Pick]) -> list[str]:
         f"### `{file}`: {', '.join(p.target for p in picks)}",
         "",
         f"- **Format**: `{fmt.name}`, {fmt.description}; precision {fmt.precision}",
-        f"- **Size**: {pick.size_bytes:,} bytes; sha256 `{entry.get('sha256')}`",
+        f"- **Size**: {pick.size_bytes:,} bytes; sha256 `{entry.sha256}`",
         f"- **Top-1** (test split): {percent(pick.top1)}, {change(pick)} from the float model "
         f"({percent(pick.float_top1)}){agreement}",
         f"- **Latency** (p50, batch 1): {latency_text(m, pick.format, ranked_by)}",
@@ -276,44 +281,43 @@ def file_section(m: Measurements, file: str, picks: list[Pick]) -> list[str]:
     return lines + [""]
 
 
-def candidate_rows(m: Measurements, picks: dict[str, Pick], max_drop: float) -> list[str]:
+def candidate_rows(s: Shipment) -> list[str]:
     """Every file each target could take: latency, top-1, drop, and whether it was in budget."""
     rows = [
         "| target | file | ranked on | p50 batch 1 | top-1 | change | within budget | shipped |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for name, pick in picks.items():
-        found, _ = candidates(m, TARGETS[name], pick.float_top1)
+    for name, pick in s.picks.items():
+        found, _ = candidates(s.measurements, TARGETS[name], pick.float_top1)
         for c in sorted(found, key=lambda c: c.p50_ms):
             rows.append(
                 f"| {name} | `{c.file}` | {c.runtime} | {ms(c.p50_ms)} | {percent(c.top1)} | "
-                f"{change(c)} | {'yes' if within(c, max_drop) else 'no'} | "
+                f"{change(c)} | {'yes' if within(c, s.max_drop) else 'no'} | "
                 f"{'**yes**' if c.file == pick.file else ''} |"
             )
     return rows
 
 
-def body(run: Run, picks: dict[str, Pick], m: Measurements, max_drop: float) -> list[str]:
+def body(s: Shipment) -> list[str]:
     """The card's Markdown after the header."""
-    options = run.config.get("options") or {}
-    dataset = run.config.get("dataset") or {}
-    machine = m.bench.get("machine") or {}
-    models = m.verify.get("models") or {}
+    m, picks, max_drop, config = s.measurements, s.picks, s.max_drop, s.config
+    machine = m.bench.machine
+    models = m.verify.models
     first = next(iter(picks.values()))
-    samples = models.get("samples")
+    samples = models.samples if models else None
     one_image = f"; one image is {100 / samples:.2g} points" if samples else ""
-    model = MODEL_NAMES.get(options.get("model"), options.get("model"))
+    model = MODEL_NAMES.get(config.model, config.model)
     synthetic = (
         " Its data is synthetic: the accuracy says nothing about real images."
-        if dataset.get("synthetic")
+        if config.dataset.get("synthetic")
         else ""
     )
     lines = [
-        f"# {model_name(run)}",
+        f"# {s.name}",
         "",
-        f"{model} (`{options.get('preset')}` preset) image classifier trained by `toolkit "
-        f"train` on `{options.get('data')}` ({dataset.get('num_classes')} classes, input "
-        f"{'x'.join(map(str, dataset.get('image_shape', [])))} RGB).{synthetic} This bundle "
+        f"{model} (`{config.preset}` preset) image classifier trained by `toolkit "
+        f"train` on `{config.data}` ({config.num_classes} classes, input "
+        f"{'x'.join(map(str, config.image_shape))} RGB).{synthetic} This bundle "
         f"holds, for each target, the fastest exported file on the machine below whose test "
         f"top-1 is at most {max_drop:g} points below the float model's "
         f"(`toolkit ship --max-accuracy-drop {max_drop:g}`).",
@@ -326,16 +330,16 @@ def body(run: Run, picks: dict[str, Pick], m: Measurements, max_drop: float) -> 
             f"| {name} | `{p.file}` | `{p.format}` | {p.runtime} | {ms(p.p50_ms)} | "
             f"{percent(p.top1)} | {change(p)} | {percent(p.agreement)} | {p.size_bytes:,} B |"
         )
-    threads = (m.bench.get("protocol") or {}).get("threads")
+    threads = m.bench.threads
     lines += [
         "",
         f"- **Machine**: {cpu_text(machine) if machine.get('cpu') else 'unknown'}, "
         f"{machine.get('cores')} cores, {threads} threads; latency from `bench.json` of "
-        f"{m.bench.get('date')} (`{m.bench.get('command')}`): this machine's, not a phone's "
+        f"{m.bench.date} (`{m.bench.command}`): this machine's, not a phone's "
         "or a browser's; time the file there before you rely on it.",
-        f"- **Top-1**: `verify.json` of {m.verify.get('date')}: every file and the float "
+        f"- **Top-1**: `verify.json` of {m.verify.date}: every file and the float "
         f"`model.keras` ({percent(first.float_top1)}) on the {samples} images of the test "
-        f"split of `{models.get('data')}`{one_image}.",
+        f"split of `{models.data if models else None}`{one_image}.",
         "",
         "## Files",
         "",
@@ -349,14 +353,12 @@ def body(run: Run, picks: dict[str, Pick], m: Measurements, max_drop: float) -> 
         f"top-1 is within {max_drop:g} points of the float model's; a file beyond that is "
         "never shipped.",
         "",
-        *candidate_rows(m, picks, max_drop),
+        *candidate_rows(s),
         "",
     ]
     return lines
 
 
-def model_card(run: Run, picks: dict[str, Pick], m: Measurements, max_drop: float) -> str:
+def model_card(s: Shipment) -> str:
     """MODEL_CARD.md's text."""
-    return "\n".join(
-        ["---", *yaml_block(header(run, picks, m)), "---", "", *body(run, picks, m, max_drop)]
-    )
+    return "\n".join(["---", *yaml_block(header(s)), "---", "", *body(s)])

@@ -85,43 +85,47 @@ class Point:
     tags: tuple[str, ...] = ()
 
 
-def scatter(points: Sequence[Point], reference_top1: float | None = None) -> str:
-    """Top-1 (%) against p50 latency (ms, log axis), circle area by file size, colour by
-    runtime, the picks ringed and named; a dashed line at the float model's top-1."""
-    width, height, left, right, top, bottom = 860, 430, 64, 190, 16, 46
-    plot_w, plot_h = width - left - right, height - top - bottom
-    xs = [p.x_ms for p in points]
-    ys = [100 * p.top1 for p in points] + (
-        [100 * reference_top1] if reference_top1 is not None else []
-    )
-    x_low, x_high = min(xs) / 1.4, max(xs) * 1.4
-    y_pad = max(1.0, 0.1 * (max(ys) - min(ys)))
-    y_low, y_high = min(ys) - y_pad, max(ys) + y_pad
+@dataclass(frozen=True)
+class _Frame:
+    """A plot area at (left, top): a log x axis and a linear y axis over their ranges."""
 
-    def px(v: float) -> float:
-        return left + plot_w * (math.log10(v) - math.log10(x_low)) / (
-            math.log10(x_high) - math.log10(x_low)
-        )
+    left: float
+    top: float
+    width: float
+    height: float
+    x_range: tuple[float, float]  # log axis
+    y_range: tuple[float, float]
 
-    def py(v: float) -> float:
-        return top + plot_h * (1 - (v - y_low) / (y_high - y_low))
+    def px(self, v: float) -> float:
+        low, high = (math.log10(x) for x in self.x_range)
+        return self.left + self.width * (math.log10(v) - low) / (high - low)
 
+    def py(self, v: float) -> float:
+        low, high = self.y_range
+        return self.top + self.height * (1 - (v - low) / (high - low))
+
+
+def _scatter_axes(f: _Frame, canvas_height: float) -> list[str]:
+    """The plot area, its grid lines and tick labels, and both axis titles."""
+    left, top, plot_w, plot_h = f.left, f.top, f.width, f.height
     body = [
         f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fff" stroke="#999"/>'
     ]
-    for t in log_ticks(x_low, x_high):
+    for t in log_ticks(*f.x_range):
         body.append(
-            f'<line x1="{px(t):.1f}" x2="{px(t):.1f}" y1="{top}" y2="{top + plot_h}" '
+            f'<line x1="{f.px(t):.1f}" x2="{f.px(t):.1f}" y1="{top}" y2="{top + plot_h}" '
             'stroke="#eee"/>'
         )
-        body.append(_text(px(t), top + plot_h + 16, _number(t), "middle"))
-    for t in linear_ticks(y_low, y_high):
+        body.append(_text(f.px(t), top + plot_h + 16, _number(t), "middle"))
+    for t in linear_ticks(*f.y_range):
         body.append(
-            f'<line x1="{left}" x2="{left + plot_w}" y1="{py(t):.1f}" y2="{py(t):.1f}" '
+            f'<line x1="{left}" x2="{left + plot_w}" y1="{f.py(t):.1f}" y2="{f.py(t):.1f}" '
             'stroke="#eee"/>'
         )
-        body.append(_text(left - 6, py(t) + 4, f"{t:g}", "end"))
-    body.append(_text(left + plot_w / 2, height - 8, "p50 latency per image, ms (log)", "middle"))
+        body.append(_text(left - 6, f.py(t) + 4, f"{t:g}", "end"))
+    body.append(
+        _text(left + plot_w / 2, canvas_height - 8, "p50 latency per image, ms (log)", "middle")
+    )
     body.append(
         _text(
             14,
@@ -131,20 +135,18 @@ def scatter(points: Sequence[Point], reference_top1: float | None = None) -> str
             transform=f"rotate(-90 14 {top + plot_h / 2:.0f})",
         )
     )
-    if reference_top1 is not None:
-        y = py(100 * reference_top1)
-        body.append(
-            f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#444" '
-            'stroke-dasharray="5 4"/>'
-        )
-        body.append(_text(left + 4, y - 4, "float model", fill="#444"))
-    groups = list(dict.fromkeys(p.group for p in points))
+    return body
+
+
+def _scatter_marks(f: _Frame, points: Sequence[Point], groups: list[str]) -> list[str]:
+    """A circle per point (area by size, colour by group), then a ring and label per pick."""
+    body = []
     largest = max(p.size_bytes for p in points) or 1
     ordered = sorted(points, key=lambda p: -p.size_bytes)  # small circles drawn on top
     for p in ordered:
         r = 4 + 14 * math.sqrt(p.size_bytes / largest)
         body.append(
-            f'<circle class="mark" cx="{px(p.x_ms):.1f}" cy="{py(100 * p.top1):.1f}" '
+            f'<circle class="mark" cx="{f.px(p.x_ms):.1f}" cy="{f.py(100 * p.top1):.1f}" '
             f'r="{r:.1f}" fill="{color(groups.index(p.group))}" fill-opacity="0.7" '
             f'stroke="#222" stroke-width="0.6"><title>{escape(p.title)}</title></circle>'
         )
@@ -152,14 +154,18 @@ def scatter(points: Sequence[Point], reference_top1: float | None = None) -> str
         if not p.tags:
             continue
         r = 4 + 14 * math.sqrt(p.size_bytes / largest) + 4
-        cx, cy = px(p.x_ms), py(100 * p.top1)
+        cx, cy = f.px(p.x_ms), f.py(100 * p.top1)
         body.append(
             f'<circle class="pick" cx="{cx:.1f}" cy="{cy:.1f}" r="{r:.1f}" fill="none" '
             'stroke="#000" stroke-width="2"/>'
         )
         body.append(_text(cx + r + 3, cy - r + 2, ", ".join(p.tags), font_weight="bold"))
-    lx = left + plot_w + 18
-    body.append(_text(lx, top + 12, "runtime", font_weight="bold"))
+    return body
+
+
+def _scatter_legend(lx: float, top: float, groups: list[str]) -> list[str]:
+    """The runtimes' colours, the pick's ring and what a circle's area means."""
+    body = [_text(lx, top + 12, "runtime", font_weight="bold")]
     for i, name in enumerate(groups):
         y = top + 30 + 18 * i
         body.append(
@@ -173,6 +179,38 @@ def scatter(points: Sequence[Point], reference_top1: float | None = None) -> str
     )
     body.append(_text(lx + 20, y, "a pick (its targets)"))
     body.append(_text(lx, y + 22, "circle area: file size"))
+    return body
+
+
+def scatter(points: Sequence[Point], reference_top1: float | None = None) -> str:
+    """Top-1 (%) against p50 latency (ms, log axis), circle area by file size, colour by
+    runtime, the picks ringed and named; a dashed line at the float model's top-1."""
+    width, height, left, right, top, bottom = 860, 430, 64, 190, 16, 46
+    plot_w, plot_h = width - left - right, height - top - bottom
+    xs = [p.x_ms for p in points]
+    ys = [100 * p.top1 for p in points] + (
+        [100 * reference_top1] if reference_top1 is not None else []
+    )
+    y_pad = max(1.0, 0.1 * (max(ys) - min(ys)))
+    frame = _Frame(
+        left,
+        top,
+        plot_w,
+        plot_h,
+        (min(xs) / 1.4, max(xs) * 1.4),
+        (min(ys) - y_pad, max(ys) + y_pad),
+    )
+    body = _scatter_axes(frame, height)
+    if reference_top1 is not None:
+        y = frame.py(100 * reference_top1)
+        body.append(
+            f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#444" '
+            'stroke-dasharray="5 4"/>'
+        )
+        body.append(_text(left + 4, y - 4, "float model", fill="#444"))
+    groups = list(dict.fromkeys(p.group for p in points))
+    body += _scatter_marks(frame, points, groups)
+    body += _scatter_legend(left + plot_w + 18, top, groups)
     return _svg(width, height, body, "test top-1 against latency, circle area by file size")
 
 

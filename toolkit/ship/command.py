@@ -87,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
     from toolkit.errors import UsageError
     from toolkit.export.errors import ExportError
     from toolkit.ship.bundle import SHIP_DIR, ship_run
+    from toolkit.ship.names import REPORT_FILE, WEB_DIR
     from toolkit.ship.owned import kept_line
-    from toolkit.ship.readme import REPORT_FILE, WEB_DIR
     from toolkit.ship.serve import bind, url
 
     if args.port is not None and not args.serve:

@@ -19,9 +19,9 @@ from toolkit.errors import UsageError
 from toolkit.formats import FORMATS
 from toolkit.manifest import sha256
 from toolkit.runfolder import LABELS_FILE, MANIFEST_FILE
-from toolkit.ship.card import CARD_FILE
-from toolkit.ship.readme import README_FILE, REPORT_FILE
-from toolkit.ship.stages import needed_formats, read_json
+from toolkit.ship.measurements import bundle_record
+from toolkit.ship.names import CARD_FILE, README_FILE, REPORT_FILE
+from toolkit.ship.stages import needed_formats
 from toolkit.ship.targets import TARGETS
 from toolkit.ship.webapp import web_paths
 
@@ -111,7 +111,7 @@ def earlier_bundle(out: Path) -> Earlier:
     """What of `out` ship wrote (nothing, when it holds no bundle) and what it keeps."""
     if not out.is_dir():
         return Earlier((), (), ())
-    manifest = read_json(out / MANIFEST_FILE)
+    manifest = bundle_record(out)
     record = manifest.get(SHIP_KEY)
     listed = record.get(FILES_KEY) if isinstance(record, dict) else None
     if not isinstance(record, dict):

@@ -1,5 +1,5 @@
 """The picks: for each target, the fastest file within a top-1 budget, from what bench.json and
-verify.json hold (pure: dicts in, picks out).
+verify.json hold (pure: measurements in, picks out).
 
 Latency is bench.json's p50 at batch 1 on the runtime that ranks the target's files (targets.py).
 Top-1 and its agreement with the float model are verify.json's model cells (every file against
@@ -18,6 +18,8 @@ from pathlib import PurePath
 from toolkit.accuracy import MAX_DROP_POINTS
 from toolkit.errors import UsageError
 from toolkit.formats import FORMATS
+from toolkit.runfiles import VerifyCell
+from toolkit.ship.measurements import Measurements
 from toolkit.ship.targets import TARGETS, Target
 
 # top-1 fractions are counts over N images: their difference in points is exact up to float
@@ -47,15 +49,6 @@ class Pick:
         return (self.float_top1 - self.top1) * 100
 
 
-@dataclass(frozen=True)
-class Measurements:
-    """What picks are made from: bench.json, verify.json and model.json as dicts ({} if none)."""
-
-    bench: dict
-    verify: dict
-    manifest: dict
-
-
 def check_budget(max_drop: float) -> float:
     """The budget in points, or a UsageError: a number from 0 to MAX_DROP_POINTS."""
     number = isinstance(max_drop, int | float) and math.isfinite(max_drop)
@@ -70,32 +63,23 @@ def check_budget(max_drop: float) -> float:
 
 def float_top1(m: Measurements) -> float | None:
     """The float Keras model's test top-1: verify.json's reference, else bench.json's keras row."""
-    reference = ((m.verify.get("models") or {}).get("reference") or {}).get("top1_accuracy")
-    if reference is not None:
-        return float(reference)
-    for row in m.bench.get("rows") or []:
-        if row.get("runtime") == "keras" and row.get("batch") == 1 and row.get("top1") is not None:
-            return float(row["top1"])
+    if m.verify.models is not None and m.verify.models.reference_top1 is not None:
+        return m.verify.models.reference_top1
+    for row in m.bench.rows:
+        if row.runtime == "keras" and row.batch == 1 and row.top1 is not None:
+            return row.top1
     return None
 
 
-def verify_cell(m: Measurements, fmt: str, runtime: str) -> dict | None:
+def verify_cell(m: Measurements, fmt: str, runtime: str) -> VerifyCell | None:
     """verify.json's model cell of `fmt` that scored a top-1: on `runtime` if verify runs it,
     else on the format's own runtime (a .tflite's MediaPipe rank uses its LiteRT cell)."""
-    cells = (m.verify.get("models") or {}).get("cells") or []
+    if m.verify.models is None:
+        return None
     for wanted in dict.fromkeys((runtime, FORMATS[fmt].runtime)):
-        for cell in cells:
-            scored = (cell.get("metrics") or {}).get("top1_accuracy") is not None
-            if cell.get("format") == fmt and cell.get("runtime") == wanted and scored:
-                return cell
-    return None
-
-
-def bench_row(m: Measurements, fmt: str, runtime: str) -> dict | None:
-    """bench.json's batch-1 row of `fmt` on `runtime`, or None."""
-    for row in m.bench.get("rows") or []:
-        if row.get("format") == fmt and row.get("runtime") == runtime and row.get("batch") == 1:
-            return row
+        cell = m.verify.models.scored_cell(fmt, wanted)
+        if cell is not None:
+            return cell
     return None
 
 
@@ -113,8 +97,8 @@ def ranking_runtime(m: Measurements, target: Target, fmt: str) -> str | None:
     for runtime in target.runtimes:
         if not opens(runtime, file):
             continue
-        rows = [bench_row(m, f, runtime) for f in target.formats]
-        if any(r is not None and r.get("status") == "ok" for r in rows):
+        rows = [m.bench.row(f, runtime) for f in target.formats]
+        if any(r is not None and r.ok for r in rows):
             return runtime
     return None
 
@@ -124,26 +108,25 @@ def candidates(m: Measurements, target: Target, reference: float) -> tuple[list[
     the other exported ones is not a candidate."""
     found: list[Pick] = []
     left_out: list[str] = []
-    exported = m.manifest.get("artifacts") or {}
+    exported = m.manifest.artifacts
     for fmt in target.formats:
         if fmt not in exported:
             continue
-        file = str(exported[fmt].get("file") or FORMATS[fmt].filename)
+        file = exported[fmt].file or FORMATS[fmt].filename
         runtime = ranking_runtime(m, target, fmt)
-        row = bench_row(m, fmt, runtime) if runtime else None
-        if row is None or row.get("status") != "ok":
+        row = m.bench.row(fmt, runtime) if runtime else None
+        if runtime is None or row is None or not row.ok or row.p50_ms is None:
             on = runtime or "/".join(target.runtimes)
             left_out.append(f"{file} has no ok batch-1 {on} row in bench.json")
             continue
         cell = verify_cell(m, fmt, runtime)
-        if cell is not None and cell.get("status") != PASSED:
-            left_out.append(f"{file} did not pass verify on {cell['runtime']} ({cell['status']})")
+        if cell is not None and cell.status != PASSED:
+            left_out.append(f"{file} did not pass verify on {cell.runtime} ({cell.status})")
             continue
-        if cell is not None:
-            top1 = float(cell["metrics"]["top1_accuracy"])
-            agreement = cell["metrics"].get("top1_agreement")
-        elif row.get("top1") is not None:
-            top1, agreement = float(row["top1"]), None
+        if cell is not None and cell.top1 is not None:  # a scored cell has one
+            top1, agreement = cell.top1, cell.agreement
+        elif row.top1 is not None:
+            top1, agreement = row.top1, None
         else:
             left_out.append(f"{file} has no top-1 in verify.json or bench.json")
             continue
@@ -153,11 +136,11 @@ def candidates(m: Measurements, target: Target, reference: float) -> tuple[list[
                 format=fmt,
                 file=file,
                 runtime=runtime,
-                p50_ms=float(row["p50_ms"]),
+                p50_ms=row.p50_ms,
                 top1=top1,
                 float_top1=reference,
-                agreement=None if agreement is None else float(agreement),
-                size_bytes=int(row.get("size_bytes") or exported[fmt].get("size_bytes") or 0),
+                agreement=agreement,
+                size_bytes=int(row.size_bytes or exported[fmt].size_bytes or 0),
             )
         )
     return found, left_out
@@ -203,14 +186,14 @@ def choose_one(m: Measurements, target: Target, max_drop: float, reference: floa
     )
 
 
-def choose(run: Measurements, targets: Iterable[str], max_drop: float) -> dict[str, Pick]:
+def choose(m: Measurements, targets: Iterable[str], max_drop: float) -> dict[str, Pick]:
     """Target name -> its pick, in the order given; UsageError (one line) when a target has
     nothing within `max_drop` points, or there is no float top-1 to measure drops against."""
     max_drop = check_budget(max_drop)
-    reference = float_top1(run)
+    reference = float_top1(m)
     if reference is None:
         raise UsageError(
             "no top-1 of the float model to measure drops against (verify.json has no model "
             "level): run `toolkit verify RUN --models-only`, or let `toolkit ship` do it"
         )
-    return {name: choose_one(run, TARGETS[name], max_drop, reference) for name in targets}
+    return {name: choose_one(m, TARGETS[name], max_drop, reference) for name in targets}

@@ -9,13 +9,13 @@ from __future__ import annotations
 from pathlib import PurePath
 
 from toolkit.formats import FORMATS
+from toolkit.runfiles import ArtifactEntry, Manifest
 from toolkit.runfolder import LABELS_FILE, MANIFEST_FILE
-from toolkit.ship.card import CARD_FILE, shape_text, shipped
+from toolkit.ship.card import preprocessing_summary, shape_text, shipped, tensors
+from toolkit.ship.names import CARD_FILE, REPORT_FILE, WEB_DIR
 from toolkit.ship.picks import Pick
+from toolkit.ship.shipment import Shipment
 
-README_FILE = "README.md"
-REPORT_FILE = "report.html"  # toolkit/ship/report.py writes it
-WEB_DIR = "web"  # toolkit/ship/webapp.py writes it (the web target only)
 LOGIT_KINDS = {".onnx", ".ort"}  # files whose output is logits (model.json: `output`)
 
 
@@ -25,18 +25,24 @@ def _dtype(spec: dict) -> str:
     return f"{spec['dtype']} (real = {spec['scale']:g} x (q - {spec.get('zero_point')}))"
 
 
-def _output_kind(entry: dict) -> str:
-    if entry.get("output") == "probabilities":
+def _output_kind(entry: ArtifactEntry) -> str:
+    if entry.output == "probabilities":
         return "probabilities (softmax inside, sum 1)"
     return "logits: take a softmax for probabilities (the arg max is the same)"
 
 
-def file_table(picks: dict[str, Pick], manifest: dict) -> list[str]:
+def _first_tensors(manifest: Manifest, fmt: str) -> tuple[ArtifactEntry, dict, dict]:
+    """A format's entry, and its first input and output tensor (model.json's)."""
+    entry = manifest.artifacts[fmt]
+    inputs, outputs = tensors(entry)
+    return entry, inputs[0], outputs[0]
+
+
+def file_table(picks: dict[str, Pick], manifest: Manifest) -> list[str]:
     """One row per shipped file: targets, format, input and output tensors."""
     rows = ["| file | for | format | input | output |", "|---|---|---|---|---|"]
     for file, ps in shipped(picks).items():
-        entry = manifest["artifacts"][ps[0].format]
-        inp, out = entry["inputs"][0], entry["outputs"][0]
+        entry, inp, out = _first_tensors(manifest, ps[0].format)
         rows.append(
             f"| `{file}` | {', '.join(p.target for p in ps)} | `{ps[0].format}` | "
             f"`{inp['name']}` {_dtype(inp)} {shape_text(inp['shape'])} | `{out['name']}` "
@@ -45,15 +51,14 @@ def file_table(picks: dict[str, Pick], manifest: dict) -> list[str]:
     return rows
 
 
-def int8_lines(picks: dict[str, Pick], manifest: dict) -> list[str]:
+def int8_lines(picks: dict[str, Pick], manifest: Manifest) -> list[str]:
     """What the shipped int8 .tflite files take and give, as model.json records their tensors."""
     lines = []
     for file, ps in shipped(picks).items():
         fmt = FORMATS[ps[0].format]
         if fmt.precision != "int8" or PurePath(file).suffix != ".tflite":
             continue
-        entry = manifest["artifacts"][fmt.name]
-        inp, out = entry["inputs"][0], entry["outputs"][0]
+        _, inp, out = _first_tensors(manifest, fmt.name)
         if inp["dtype"] in ("uint8", "int8"):
             takes = (
                 f"{inp['dtype']} pixels (scale {inp['scale']:g}, zero point {inp['zero_point']}: "
@@ -74,13 +79,12 @@ def int8_lines(picks: dict[str, Pick], manifest: dict) -> list[str]:
     return lines
 
 
-def name_rows(picks: dict[str, Pick], manifest: dict) -> list[str]:
+def name_rows(picks: dict[str, Pick], manifest: Manifest) -> list[str]:
     """The input and output names each tool shows for the shipped kinds of file."""
     rows = ["| tool | file | input | output |", "|---|---|---|---|"]
-    key = (manifest.get("signature") or {}).get("key", "serving_default")
+    key = (manifest.raw.get("signature") or {}).get("key", "serving_default")
     for file, ps in shipped(picks).items():
-        entry = manifest["artifacts"][ps[0].format]
-        inp, out = entry["inputs"][0], entry["outputs"][0]
+        _, inp, out = _first_tensors(manifest, ps[0].format)
         if PurePath(file).suffix == ".tflite":
             rows += [
                 f"| LiteRT `Interpreter.get_input_details()` / `get_output_details()` | `{file}` "
@@ -95,13 +99,12 @@ def name_rows(picks: dict[str, Pick], manifest: dict) -> list[str]:
     return rows
 
 
-def bundle_readme(
-    name: str, picks: dict[str, Pick], manifest: dict, web_notes: str | None = None
-) -> str:
-    """README.md of a bundle holding `picks`' files; `web_notes` (webapp.py's) when it has web/."""
-    shape = manifest.get("input") or {}
+def bundle_readme(s: Shipment) -> str:
+    """README.md of a bundle holding the shipment's picked files (and web/ with its notes)."""
+    name, picks, manifest, web_notes = s.name, s.picks, s.manifest, s.web_notes
+    shape = manifest.input
     size = f"{shape.get('height')}x{shape.get('width')}"
-    pre = (manifest.get("preprocessing") or {}).get("summary", "")
+    pre = preprocessing_summary(manifest)
     kinds = {PurePath(f).suffix for f in shipped(picks)}
     lines = [
         f"# {name}: the app bundle",

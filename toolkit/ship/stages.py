@@ -13,27 +13,34 @@ that rank them, at batch 1, without the roofline, and replaces bench.json.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit import atomic
 from toolkit.errors import UsageError
 from toolkit.formats import FORMATS
 from toolkit.manifest import sha256
+from toolkit.runfiles import (
+    ArtifactEntry,
+    BenchReport,
+    BenchRow,
+    Manifest,
+    manifest_path,
+    verify_path,
+)
 from toolkit.runfolder import (
     BENCH_FILES,
     BENCH_TOP1_FILE,
-    EXPORT_DIR,
     LABELS_FILE,
-    MANIFEST_FILE,
     MODEL_FILE,
     VERIFY_FILE,
     Run,
 )
-from toolkit.ship.picks import Measurements, opens
+from toolkit.ship.measurements import Measurements, read_measurements
+from toolkit.ship.picks import choose, opens
+from toolkit.ship.shipment import Shipment
 from toolkit.ship.targets import TARGETS
 
 NO_ROOFLINE = (
@@ -83,36 +90,17 @@ def runtimes_here(targets: Iterable[str]) -> list[str]:
     return found
 
 
-def read_json(path: Path) -> dict:
-    """A JSON object from `path`, or {} when it is missing or unreadable (then it is redone)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def read_measurements(run_dir: Path) -> Measurements:
-    """bench.json, verify.json and export/model.json of a run ({} for any missing)."""
-    run_dir = Path(run_dir)
-    return Measurements(
-        bench=read_json(run_dir / BENCH_FILES[0]),
-        verify=read_json(run_dir / VERIFY_FILE),
-        manifest=read_json(run_dir / EXPORT_DIR / MANIFEST_FILE),
-    )
-
-
-def export_problem(run: Run, manifest: dict, fmt: str, model_sha: str) -> str | None:
+def export_problem(run: Run, manifest: Manifest, fmt: str, model_sha: str) -> str | None:
     """Why format `fmt` must be exported (again), or None when RUN/export has it current."""
-    entry = (manifest.get("artifacts") or {}).get(fmt)
-    if not isinstance(entry, dict) or not entry.get("file"):
+    entry = manifest.artifacts.get(fmt)
+    if entry is None or not entry.file:
         return f"{fmt} is not exported"
-    path = run.export_dir / str(entry["file"])
+    path = run.export_dir / entry.file
     if not path.is_file():
         return f"{path.name} is missing"
-    if manifest.get("source_model_sha256") != model_sha:
+    if manifest.source_model_sha256 != model_sha:
         return f"{MODEL_FILE} changed since {path.name} was exported"
-    if sha256(path) != entry.get("sha256"):
+    if sha256(path) != entry.sha256:
         return f"{path.name} changed after export (its sha256 is not model.json's)"
     for companion in FORMATS[fmt].companions:
         if not (run.export_dir / companion).is_file():
@@ -122,79 +110,77 @@ def export_problem(run: Run, manifest: dict, fmt: str, model_sha: str) -> str | 
 
 def verify_problem(run: Run, m: Measurements, formats: list[str]) -> str | None:
     """Why verify.json does not describe the files of `formats` (exported, current), or None."""
-    models = m.verify.get("models")
-    if not isinstance(models, dict) or not models.get("cells"):
-        return f"{VERIFY_FILE} has no model level" if m.verify else f"no {VERIFY_FILE}"
-    split = ((run.config.get("dataset") or {}).get("splits") or {}).get("test")
-    if models.get("split") != "test" or (split and models.get("samples") != split):
-        return f"{VERIFY_FILE} scored {models.get('samples')} of the {split} test images"
-    scored = {c.get("format") for c in models["cells"]}
+    models = m.verify.models
+    if models is None or not models.cells:
+        return f"{VERIFY_FILE} has no model level" if m.verify.raw else f"no {VERIFY_FILE}"
+    split = run.config.test_images
+    if models.split != "test" or (split and models.samples != split):
+        return f"{VERIFY_FILE} scored {models.samples} of the {split} test images"
+    scored = {c.format for c in models.cells}
     for fmt in formats:
-        entry = m.manifest["artifacts"][fmt]
-        parity = entry.get("parity") or {}
-        fresh = parity.get("sha256") == entry.get("sha256") and parity.get("verified") == (
-            m.verify.get("date")
-        )
+        entry = m.manifest.artifacts[fmt]
+        parity = entry.parity or {}
+        fresh = parity.get("sha256") == entry.sha256 and parity.get("verified") == m.verify.date
         if not fresh or fmt not in scored:
-            return f"{VERIFY_FILE} does not cover {entry['file']} as exported"
+            return f"{VERIFY_FILE} does not cover {entry.file} as exported"
     return None
 
 
-def machine_problem(bench: dict) -> str | None:
+def machine_problem(bench: BenchReport) -> str | None:
     """Why bench.json's figures are not this machine's (CPU, cores, runtime versions), or None."""
     from toolkit.bench.machine import cpu_model
     from toolkit.versions import versions
 
-    machine = bench.get("machine") or {}
-    if machine.get("cpu") != cpu_model() or machine.get("cores") != os.cpu_count():
-        return f"{BENCH_FILES[0]} was timed on another machine ({machine.get('cpu')})"
+    cpu = bench.machine.get("cpu")
+    if cpu != cpu_model() or bench.machine.get("cores") != os.cpu_count():
+        return f"{BENCH_FILES[0]} was timed on another machine ({cpu})"
     now = versions()
     for package in BENCH_PACKAGES:
-        was = (machine.get("versions") or {}).get(package)
+        was = bench.versions.get(package)
         if was != now.get(package):
             return f"{BENCH_FILES[0]} was timed with {package} {was}, this is {now.get(package)}"
     return None
 
 
-def row_current(row: dict, path: Path, entry: dict, bench_date: str) -> bool:
+def row_current(row: BenchRow, path: Path, entry: ArtifactEntry, bench_date: str) -> bool:
     """Whether a bench.json row timed the bytes at `path` (by sha256; rows of older benches,
     which have none, by size and a bench after the file's export)."""
     if not path.is_file():
         return False
-    if row.get("sha256"):
-        return row["sha256"] == sha256(path)
-    exported = str(entry.get("exported") or "")
-    return row.get("size_bytes") == path.stat().st_size and bench_date >= exported > ""
+    if row.sha256:
+        return row.sha256 == sha256(path)
+    exported = entry.exported or ""
+    return row.size_bytes == path.stat().st_size and bench_date >= exported > ""
 
 
 def bench_problem(run: Run, m: Measurements, formats: list[str], runtimes: list[str]) -> str | None:
     """Why bench.json lacks a current batch-1 row of a file of `formats` on a runtime of
     `runtimes` that opens it, or None."""
-    if not m.bench.get("rows"):
-        return f"no {BENCH_FILES[0]}" if not m.bench else f"{BENCH_FILES[0]} has no rows"
+    if not m.bench.rows:
+        return f"{BENCH_FILES[0]} has no rows" if m.bench.raw else f"no {BENCH_FILES[0]}"
     problem = machine_problem(m.bench)
     if problem:
         return problem
-    rows = {(r.get("format"), r.get("runtime")): r for r in m.bench["rows"] if r.get("batch") == 1}
     for fmt in formats:
-        entry = m.manifest["artifacts"][fmt]
-        path = run.export_dir / str(entry["file"])
+        entry = m.manifest.artifacts[fmt]
+        path = run.export_dir / entry.file
         for runtime in runtimes:
             if not opens(runtime, path.name):
                 continue
-            row = rows.get((fmt, runtime))
+            row = m.bench.row(fmt, runtime)
             if row is None:
                 return f"{BENCH_FILES[0]} has no batch-1 {runtime} row of {path.name}"
-            if not row_current(row, path, entry, str(m.bench.get("date") or "")):
+            if not row_current(row, path, entry, m.bench.date or ""):
                 return f"{BENCH_FILES[0]} timed another {path.name} than the one exported"
     return None
 
 
-def plan_stages(run: Run, targets: list[str]) -> StagePlan:
-    """What must run before the picks: reads model.json, verify.json, bench.json and hashes."""
+def plan_stages(run: Run, targets: list[str], m: Measurements | None = None) -> StagePlan:
+    """What must run before the picks, from `m` (default: model.json, verify.json and
+    bench.json read now) and the files' hashes."""
     formats = needed_formats(targets)
     runtimes = runtimes_here(targets)
-    m = read_measurements(run.path)
+    m = read_measurements(run.path) if m is None else m
     model_sha = sha256(run.path / MODEL_FILE)
     reasons: list[str] = []
     export = []
@@ -225,9 +211,10 @@ def check_stage_outputs(run: Run, plan: StagePlan) -> None:
     paths: list[Path] = []
     if plan.export:
         names = [n for f in plan.export for n in (FORMATS[f].filename, *FORMATS[f].companions)]
-        paths += [run.export_dir / n for n in (*names, MANIFEST_FILE, LABELS_FILE)]
+        paths += [run.export_dir / n for n in (*names, LABELS_FILE)]
+        paths.append(manifest_path(run.export_dir))
     if plan.verify:
-        paths += [run.path / VERIFY_FILE, run.export_dir / MANIFEST_FILE]
+        paths += [verify_path(run.path), manifest_path(run.export_dir)]
     if plan.bench_formats:
         paths += [run.path / name for name in (*BENCH_FILES, BENCH_TOP1_FILE)]
     for path in dict.fromkeys(paths):
@@ -249,19 +236,36 @@ def run_stages(
         from toolkit.verify.saving import manifest_writable
 
         report = verify_run(run.path, level="models")
-        save_report(run.path, report, run.path / VERIFY_FILE, manifest_writable(run.path))
+        save_report(run.path, report, verify_path(run.path), manifest_writable(run.path))
         if not report["passed"]:
             say(f"verify: {len(report['failures'])} file(s) failed; they are not shipped")
     if plan.bench_formats:
-        from toolkit.bench.benchmark import BenchOptions, make_plan, write_outputs
-        from toolkit.bench.suite import run_suite
+        from toolkit.bench import BenchOptions, bench_run
 
-        options = BenchOptions(
-            run.path,
-            runtime=plan.bench_runtimes,
-            format=plan.bench_formats,
-            batch="1",
-            seconds=bench_seconds,
+        bench_run(
+            BenchOptions(
+                run.path,
+                runtime=plan.bench_runtimes,
+                format=plan.bench_formats,
+                batch="1",
+                seconds=bench_seconds,
+                no_roofline=NO_ROOFLINE,
+            )
         )
-        bench_plan = replace(make_plan(options), no_macs=NO_ROOFLINE)
-        write_outputs(run_suite(bench_plan), bench_plan.run_dir)
+
+
+def make_shipment(
+    run: Run,
+    plan: StagePlan,
+    m: Measurements,
+    targets: list[str],
+    max_drop: float,
+    web_notes: str | None = None,
+) -> Shipment:
+    """The one value the bundle is written from: the measurements `plan` was made on (read
+    again only when a stage ran and rewrote them), the picks within `max_drop`, and
+    `web_notes` when the web target is shipped."""
+    if not plan.nothing:
+        m = read_measurements(run.path)
+    picks = choose(m, targets, max_drop)
+    return Shipment(run, m, picks, max_drop, web_notes if "web" in picks else None)

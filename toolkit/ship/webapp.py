@@ -5,7 +5,6 @@ pick's .tflite, whose metadata gives the class names. Any static server can serv
 from __future__ import annotations
 
 import html
-import json
 import os
 import shutil
 import tempfile
@@ -14,12 +13,12 @@ from pathlib import Path
 from string import Template
 
 from toolkit.errors import UsageError
-from toolkit.manifest import EXPORT_DIR
-from toolkit.runfolder import CONFIG_FILE
+from toolkit.runfiles import EXPORT_DIR
+from toolkit.ship.names import WEB_DIR
 from toolkit.ship.npm import TASKS_VISION, package_dir
 from toolkit.ship.picks import Pick
+from toolkit.ship.shipment import Shipment
 
-WEB_DIR = "web"
 LIBRARY_DIR = "mediapipe"  # web/mediapipe/: the npm package's files the page loads
 # what the page loads from the package (the loader picks the SIMD build, or nosimd where a
 # browser lacks WebAssembly SIMD); package.json records the version and license
@@ -67,10 +66,10 @@ def web_paths(model_file: str) -> list[str]:
     return [f"{WEB_DIR}/{name}" for name in (*names, *APP_FILES, PAGE_FILE, model_file)]
 
 
-def write_web_app(bundle_dir: Path, run_dir: Path, pick: Pick) -> Path:
-    """Write bundle_dir/web/ for the web pick (a .tflite MediaPipe loads) and return it; the
-    folder appears whole (written beside it, then renamed) or not at all."""
-    bundle_dir, run_dir = Path(bundle_dir), Path(run_dir)
+def write_web_app(bundle_dir: Path, s: Shipment) -> Path:
+    """Write bundle_dir/web/ for the shipment's web pick (a .tflite MediaPipe loads) and return
+    it; the folder appears whole (written beside it, then renamed) or not at all."""
+    bundle_dir, run_dir, pick = Path(bundle_dir), s.run.path, s.picks["web"]
     if Path(pick.file).suffix != ".tflite":
         raise UsageError(
             f"the web app runs .tflite files in MediaPipe Tasks, not {pick.file}: pick a "
@@ -97,7 +96,7 @@ def write_web_app(bundle_dir: Path, run_dir: Path, pick: Pick) -> Path:
         for name in APP_FILES:
             (temp / name).write_text((sources / name).read_text(encoding="utf-8"))
         page = Template((sources / PAGE_FILE).read_text(encoding="utf-8"))
-        (temp / PAGE_FILE).write_text(page.substitute(_page_fields(run_dir, pick)))
+        (temp / PAGE_FILE).write_text(page.substitute(_page_fields(s, pick)))
         if target.exists():
             shutil.rmtree(target)
         temp.rename(target)
@@ -117,14 +116,9 @@ def _model_file(bundle_dir: Path, run_dir: Path, name: str) -> Path:
     )
 
 
-def _page_fields(run_dir: Path, pick: Pick) -> dict[str, str]:
+def _page_fields(s: Shipment, pick: Pick) -> dict[str, str]:
     """index.html's fields, HTML-escaped."""
-    model = run_dir.name
-    try:
-        options = json.loads((run_dir / CONFIG_FILE).read_text())["options"]
-        model = f"{options['model']} ({options['preset']})"
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # the folder name will do for a title
+    model = f"{s.config.model} ({s.config.preset})"
     about = (
         f"{pick.file} ({pick.format}): top-1 {100 * pick.top1:.1f}% on the run's test split, "
         f"{pick.p50_ms:.2f} ms per image in {pick.runtime} on the machine that shipped it. "

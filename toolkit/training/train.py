@@ -48,15 +48,11 @@ from toolkit.models import (
     get_preset,
     preset_from_dict,
 )
+from toolkit.models.architectures import check_arch
 from toolkit.models.geometry import check_geometry
-from toolkit.models.presets import (
-    TrainRecipe,
-    check_arch,
-    check_recipe,
-    parse_arch,
-    parse_recipe,
-    with_recipe,
-)
+from toolkit.models.overrides import parse_arch, parse_recipe
+from toolkit.models.recipes import TrainRecipe, check_recipe, with_recipe
+from toolkit.runfiles import config_path, has_config, read_config_json, write_config
 from toolkit.runfolder import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -68,7 +64,6 @@ from toolkit.runfolder import (
     MODEL_FILE,
     hold_run_folder,
     labels_text,
-    read_json,
 )
 from toolkit.training.checkpoint import Checkpoint, HistoryLog, epochs_done
 from toolkit.training.cluster import MULTI_PROCESS, Cluster, barrier, connect, fingerprint
@@ -258,12 +253,11 @@ def resume_options(out: Path, given: Mapping[str, object]) -> TrainOptions:
     Any other setting in `given` (None: not given) must equal the run's (config.json): a
     resumed run keeps its model, data, batch size, precision, ...; a conflict is a UsageError.
     """
-    config_path = out / CONFIG_FILE
-    if not config_path.is_file():
+    if not has_config(out):
         raise UsageError(f"cannot resume: {out} has no {CONFIG_FILE}; start a new run instead")
     if (out / METRICS_FILE).is_file():
         raise UsageError(f"{out} already finished; start a new run with another --out")
-    config = read_json(config_path)
+    config = read_config_json(out)
     stored = dict(config["options"])
     recipe = (config.get("preset") or {}).get("train") or {}
     for name, value in given.items():
@@ -275,7 +269,7 @@ def resume_options(out: Path, given: Mapping[str, object]) -> TrainOptions:
             stored[name] = value
             continue
         raise UsageError(
-            f"--resume keeps the run's {flag} {kept} ({config_path}): drop {flag} {value}, "
+            f"--resume keeps the run's {flag} {kept} ({config_path(out)}): drop {flag} {value}, "
             "or start a new run with another --out"
         )
     done = epochs_done(out / CHECKPOINT_DIR)
@@ -310,7 +304,7 @@ def _prepare_folder(
             f"run folder {out} already exists: pass --resume to continue it or another --out"
         )
     if writer:
-        atomic.check_writable(out / CONFIG_FILE, "--out", "pass --out DIR in a writable place")
+        atomic.check_writable(config_path(out), "--out", "pass --out DIR in a writable place")
     return options
 
 
@@ -383,7 +377,7 @@ def _full_disk_message(exc: OSError, out: Path, cluster: Cluster | None) -> str:
     """The one line of a run that a full disk stopped: what, where, and how to go on."""
     reason = (exc.strerror or "no space left on device").lower()
     where = f" writing {exc.filename}" if exc.filename else f" writing into {out}"
-    if not (out / CONFIG_FILE).is_file():  # nothing to resume: the same command again
+    if not has_config(out):  # nothing to resume: the same command again
         return f"{reason}{where}: free space on {out.parent} and run the same command again"
     every = " in every process" if cluster is not None else ""
     return (
@@ -456,48 +450,16 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
         on_device = use_device_data(mode, data.x_train, placement.replicas)
         options = replace(options, device_data="on" if on_device else "off")  # a resume keeps it
         if writer:
-            out.mkdir(parents=True, exist_ok=True)
-        if not resume and writer:
-            atomic.write_json(
-                out / CONFIG_FILE, _run_config(options, preset, data, norm, distribution)
-            )
-            atomic.write_text(out / LABELS_FILE, labels_text(data.class_names))
-        elif writer:  # the kept settings, and a new total of epochs when --epochs changed it
-            config = read_json(out / CONFIG_FILE)
-            config.update(
-                options=options.__dict__, preset=preset.to_dict(), distribution=distribution
-            )
-            atomic.write_json(out / CONFIG_FILE, config)
+            _write_settings(out, options, preset, data, norm, distribution, resume)
         if resume:
-            print(
-                f"resuming {out} with its settings: {options.model} {options.preset} on "
-                f"{options.data}, {preset.train.epochs} epochs in total "
-                f"({epochs_done(out / CHECKPOINT_DIR)} run), batch size "
-                f"{preset.train.batch_size}, {options.precision}, seed {options.seed}",
-                flush=True,
-            )
+            _print_resuming(out, options, preset)
         with placement.scope():  # the pipeline splits batches evenly across the replicas
             if on_device:
                 train_data, model, fit_model = device_resident(preset, data, norm, options.seed)
             else:
                 train_data, model, fit_model = host_fed(preset, data, norm, options.seed)
             compile_model(fit_model, preset, len(train_data), options.jit)
-        if writer:  # the history of an epoch first, then its checkpoint (the resume point)
-            callbacks = [HistoryLog(out / HISTORY_FILE), Checkpoint(out / CHECKPOINT_DIR)]
-        else:  # restores process 0's checkpoint on --resume, writes nothing
-            callbacks = [Checkpoint(out / CHECKPOINT_DIR, write=False)]
-        if preset.train.ema is not None:  # validation scores the averages: what is saved
-            callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=False))
-        if preset.train.early_stopping_patience:
-            callbacks.append(
-                keras.callbacks.EarlyStopping(
-                    monitor="val_accuracy",
-                    mode="max",
-                    patience=preset.train.early_stopping_patience,
-                    # with ema the saved weights are the averages at the end, not a raw best
-                    restore_best_weights=preset.train.ema is None,
-                )
-            )
+        callbacks = _callbacks(out, preset.train, writer)
         # a streamed folder that changes stops here, before the model and metrics are written
         with placement.scope(), stream_errors(data.x_train, data.x_val, data.x_test):
             fit_model.fit(
@@ -517,26 +479,94 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
         if not writer:
             barrier("toolkit train: run folder written")  # exit once process 0 wrote it
             return out
-        atomic.write_with(out / MODEL_FILE, model.save)
-        metrics = {
-            "test_top1": test["top1"],
-            "test_top5": test["top5"],
-            "test_samples": test["samples"],
-            "parameters": int(model.count_params()),
-            "macs_per_image": int(count_macs(model)),
-            "epochs_run": _epochs_logged(out / HISTORY_FILE),
-            "dataset": data.name,
-            "synthetic_data": data.synthetic,
-            "backend": backend_info(),
-        }
-        plot_history(out / HISTORY_FILE, out / HISTORY_PLOT_FILE, f"{out.name}: {data.name}")
-        atomic.write_json(out / METRICS_FILE, metrics)  # last: the run is finished
-        shutil.rmtree(out / CHECKPOINT_DIR, ignore_errors=True)
+        _write_results(out, model, data, test)
         if cluster is not None:
             barrier("toolkit train: run folder written")
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
     return out
+
+
+def _write_settings(
+    out: Path,
+    options: TrainOptions,
+    preset: Preset,
+    data: Dataset,
+    norm: tuple | None,
+    distribution: dict,
+    resume: bool,
+) -> None:
+    """config.json (and the labels) of a new run; on --resume the kept settings updated with
+    the options, preset (a new total of epochs when --epochs changed it) and distribution."""
+    out.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        write_config(out, _run_config(options, preset, data, norm, distribution))
+        atomic.write_text(out / LABELS_FILE, labels_text(data.class_names))
+        return
+    config = read_config_json(out)
+    config.update(options=options.__dict__, preset=preset.to_dict(), distribution=distribution)
+    write_config(out, config)
+
+
+def _print_resuming(out: Path, options: TrainOptions, preset: Preset) -> None:
+    """The line a resumed run starts with: the settings it keeps and the epochs already run."""
+    print(
+        f"resuming {out} with its settings: {options.model} {options.preset} on "
+        f"{options.data}, {preset.train.epochs} epochs in total "
+        f"({epochs_done(out / CHECKPOINT_DIR)} run), batch size "
+        f"{preset.train.batch_size}, {options.precision}, seed {options.seed}",
+        flush=True,
+    )
+
+
+def _callbacks(out: Path, recipe: TrainRecipe, writer: bool) -> list:
+    """The fit's callbacks: history and checkpoints (a process that is not the writer only
+    restores process 0's checkpoint on --resume), EMA swapping and early stopping."""
+    if writer:  # the history of an epoch first, then its checkpoint (the resume point)
+        callbacks = [HistoryLog(out / HISTORY_FILE), Checkpoint(out / CHECKPOINT_DIR)]
+    else:  # restores process 0's checkpoint on --resume, writes nothing
+        callbacks = [Checkpoint(out / CHECKPOINT_DIR, write=False)]
+    return callbacks + recipe_callbacks(recipe)
+
+
+def recipe_callbacks(recipe: TrainRecipe) -> list:
+    """The callbacks a recipe asks for: EMA swapped in for validation (what is saved) and early
+    stopping on val_accuracy (restoring the best weights only without EMA: with it the saved
+    weights are the averages at the end)."""
+    callbacks = []
+    if recipe.ema is not None:  # validation scores the averages: what is saved
+        callbacks.append(keras.callbacks.SwapEMAWeights(swap_on_epoch=False))
+    if recipe.early_stopping_patience:
+        callbacks.append(
+            keras.callbacks.EarlyStopping(
+                monitor="val_accuracy",
+                mode="max",
+                patience=recipe.early_stopping_patience,
+                # with ema the saved weights are the averages at the end, not a raw best
+                restore_best_weights=recipe.ema is None,
+            )
+        )
+    return callbacks
+
+
+def _write_results(out: Path, model: keras.Model, data: Dataset, test: dict) -> None:
+    """model.keras, the history plot and metrics.json (last: the run is finished); the
+    checkpoints go."""
+    atomic.write_with(out / MODEL_FILE, model.save)
+    metrics = {
+        "test_top1": test["top1"],
+        "test_top5": test["top5"],
+        "test_samples": test["samples"],
+        "parameters": int(model.count_params()),
+        "macs_per_image": int(count_macs(model)),
+        "epochs_run": _epochs_logged(out / HISTORY_FILE),
+        "dataset": data.name,
+        "synthetic_data": data.synthetic,
+        "backend": backend_info(),
+    }
+    plot_history(out / HISTORY_FILE, out / HISTORY_PLOT_FILE, f"{out.name}: {data.name}")
+    atomic.write_json(out / METRICS_FILE, metrics)  # last: the run is finished
+    shutil.rmtree(out / CHECKPOINT_DIR, ignore_errors=True)
 
 
 def host_fed(preset: Preset, data: Dataset, norm, seed: int) -> tuple:

@@ -13,7 +13,8 @@ import numpy as np
 from toolkit.errors import UsageError, first_line
 from toolkit.formats import FORMATS
 from toolkit.progress import progress
-from toolkit.runfolder import MANIFEST_FILE, MODEL_FILE
+from toolkit.runfiles import MANIFEST_FILE, Manifest
+from toolkit.runfolder import MODEL_FILE
 from toolkit.runtimes import VERIFIED_RUNTIMES, RuntimeUnavailable
 from toolkit.verify.cells import ERROR, NOT_APPLICABLE, UNAVAILABLE, cell, summarize
 from toolkit.verify.rules import Rule, rule_for
@@ -46,7 +47,7 @@ def _applies(fmt: str) -> str | None:
 def artifact_cells(
     level: str,
     folder: Path,
-    manifest: dict,
+    manifest: Manifest,
     formats: Sequence[str],
     runtimes: Sequence[str],
     rules: Mapping[str, Rule],
@@ -56,12 +57,12 @@ def artifact_cells(
     """A cell per artifact of `formats` (exported in `manifest`) x each of `runtimes` that opens
     its file: `measure`d, or the error or unavailability that kept it from being measured, or
     n/a where `not_applicable(format)` says why the level cannot measure that format."""
-    artifacts = manifest["artifacts"]
+    files = {fmt: manifest.artifacts[fmt].file for fmt in formats}
     todo = [
-        (fmt, folder / str(artifacts[fmt].get("file", "")), runtime)
+        (fmt, folder / files[fmt], runtime)
         for fmt in formats
         for runtime in runtimes
-        if Path(str(artifacts[fmt].get("file", ""))).suffix in VERIFIED_RUNTIMES[runtime].suffixes
+        if Path(files[fmt]).suffix in VERIFIED_RUNTIMES[runtime].suffixes
     ]
     cells = []
     for fmt, path, runtime in todo:

@@ -28,7 +28,9 @@ from toolkit.export.source import open_source
 from toolkit.export.tflite import representative_dataset, saved_model
 from toolkit.formats import FORMATS
 from toolkit.native_logs import captured_native_stderr
+from toolkit.runfiles import Manifest
 from toolkit.runfolder import Run
+from toolkit.runmodel import load_run_model
 
 ROUNDING_RMSE = 1 / math.sqrt(12)  # rmse/scale of uniform rounding error
 TOP = 10
@@ -81,12 +83,12 @@ def _rows(debugger) -> list[dict]:
     return rows
 
 
-def attribute_int8(run: Run, manifest: dict, images: np.ndarray, samples: int) -> dict:
+def attribute_int8(run: Run, manifest: Manifest, images: np.ndarray, samples: int) -> dict:
     """Per-layer int8 error of the run's model on `images[:samples]`, ranked by rmse/scale."""
     start = time.perf_counter()
-    entry = next(manifest["artifacts"][f] for f in int8_formats() if f in manifest["artifacts"])
-    options = entry.get("options") or {}
-    model = run.load_model()
+    entry = next(manifest.artifacts[f] for f in int8_formats() if f in manifest.artifacts)
+    options = entry.options
+    model = load_run_model(run)
     input_shape = tuple(int(d) for d in model.input_shape[1:])
     calib_samples = int(options.get("calib_samples") or 500)
     calibration = calibration_images(run, input_shape, options.get("calib_data"), calib_samples)

@@ -9,7 +9,8 @@ from pathlib import Path
 from toolkit import atomic
 from toolkit.argtypes import ALL, finite_float
 from toolkit.errors import UsageError
-from toolkit.runfolder import EXPORT_DIR, MANIFEST_FILE, VERIFY_FILE, VERIFY_LAYERS_PLOT
+from toolkit.runfiles import EXPORT_DIR, VERIFY_FILE, manifest_path
+from toolkit.runfolder import VERIFY_LAYERS_PLOT
 from toolkit.runtimes import VERIFIED_RUNTIMES
 from toolkit.scratch import remove_dead_scratch
 from toolkit.verify import ATTRIBUTION_SAMPLES
@@ -158,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     if saved.plot is not None:
         print(f"plot: {saved.plot}")
     if saved.recorded:
-        manifest = args.run / EXPORT_DIR / MANIFEST_FILE
+        manifest = manifest_path(args.run / EXPORT_DIR)
         print(f"parity recorded in {manifest}: {', '.join(saved.recorded)}")
     return 0 if report["passed"] else 1
 

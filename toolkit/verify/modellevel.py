@@ -13,6 +13,7 @@ from toolkit.argtypes import ALL, choose_names
 from toolkit.errors import UsageError
 from toolkit.predict import softmax
 from toolkit.rundata import load_split
+from toolkit.runfiles import Manifest
 from toolkit.runfolder import MODEL_FILE, Run
 from toolkit.runtimes import VERIFIED_RUNTIMES, open_artifact, run_in_chunks
 from toolkit.runtimes.base import gives_probabilities
@@ -56,16 +57,16 @@ def verify_models(
     measure = partial(
         _model_cell, images=images, labels=labels, reference=reference, tolerances=tolerances
     )
-    formats = list(manifest["artifacts"])
+    formats = list(manifest.artifacts)
     cells = artifact_cells("model", folder, manifest, formats, chosen, MODEL_RULES, measure)
     rules = {f: r.describe(tolerances) for f, r in format_rules().items()}
     accuracy = {"top1_accuracy": top1(reference, labels)}
     return level_report(folder, data, accuracy, chosen, rules, cells, start)
 
 
-def check_labels_fit(labels: np.ndarray, manifest: dict) -> None:
+def check_labels_fit(labels: np.ndarray, manifest: Manifest) -> None:
     """UsageError when a test label has no logit (data of another run)."""
-    classes = int(manifest.get("num_classes") or 0)
+    classes = manifest.num_classes or 0
     if classes and len(labels) and int(labels.max()) >= classes:
         raise UsageError(
             f"test label {int(labels.max())} does not fit the model's {classes} classes: "

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolkit.manifest import edit_manifest, sha256
+from toolkit.manifest import sha256
+from toolkit.runfiles import edit_manifest
 
 LOGIT_FIGURES = ("max_abs", "cosine", "top1_agreement", "top1_delta")
 # runtime -> its package's key in toolkit.versions.versions()

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, replace
 
 from toolkit.errors import UsageError
 from toolkit.formats import FORMATS
-from toolkit.runfolder import MANIFEST_FILE
+from toolkit.runfiles import MANIFEST_FILE
 
 OP_RATIONALE = """
 Pass/fail rules of the op level of `toolkit verify`, and why they are what they are.

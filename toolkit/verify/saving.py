@@ -9,7 +9,8 @@ from pathlib import Path
 
 from toolkit import atomic
 from toolkit.errors import UsageError
-from toolkit.runfolder import EXPORT_DIR, MANIFEST_FILE, VERIFY_FILE, VERIFY_LAYERS_PLOT
+from toolkit.runfiles import EXPORT_DIR, manifest_path, verify_path, write_verify
+from toolkit.runfolder import VERIFY_LAYERS_PLOT
 from toolkit.verify.layers.report import plot_layers
 from toolkit.verify.parity import record_parity
 
@@ -27,7 +28,7 @@ class Saved:
 def report_path(run_dir: Path, json_path: Path | None = None, layers: bool = False) -> Path:
     """Where the report goes (RUN/verify.json unless given); a UsageError, before any work,
     when it (or the layer plot beside it) cannot be written."""
-    path = json_path if json_path is not None else run_dir / VERIFY_FILE
+    path = json_path if json_path is not None else verify_path(run_dir)
     atomic.check_writable(path, "--json", "pass --json FILE in a writable folder")
     if not path.parent.is_dir():
         raise UsageError(f"--json {path}: folder {path.parent} does not exist")
@@ -40,7 +41,7 @@ def report_path(run_dir: Path, json_path: Path | None = None, layers: bool = Fal
 
 def manifest_writable(run_dir: Path) -> bool:
     """Whether RUN/export/model.json can take the parity records; says so on stderr if not."""
-    path = run_dir / EXPORT_DIR / MANIFEST_FILE
+    path = manifest_path(run_dir / EXPORT_DIR)
     try:
         atomic.check_writable(path)
     except UsageError as exc:
@@ -57,6 +58,6 @@ def save_report(run_dir: Path, report: dict, path: Path, record: bool) -> Saved:
     ):
         plot = path.parent / VERIFY_LAYERS_PLOT
         report["layers"]["plot"] = str(plot)
-    atomic.write_json(path, report)
+    write_verify(path, report)
     recorded = record_parity(Path(run_dir) / EXPORT_DIR, report) if record else []
     return Saved(path, plot, recorded)

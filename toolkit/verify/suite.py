@@ -9,7 +9,9 @@ from pathlib import Path
 from toolkit.argtypes import ALL, choose_names
 from toolkit.errors import UsageError, first_line
 from toolkit.manifest import check_unmodified, modified_files
+from toolkit.runfiles import Manifest
 from toolkit.runfolder import Run, open_run
+from toolkit.runmodel import load_run_model
 from toolkit.runtimes import VERIFIED_RUNTIMES
 from toolkit.verify import ATTRIBUTION_SAMPLES
 from toolkit.verify.attribution import attribute_int8, int8_formats
@@ -42,9 +44,9 @@ def verify_run(
     chosen = choose_names(runtimes, VERIFIED_RUNTIMES, "runtime")
     op_names = choose_names(ops, OP_CASES, "op")
     if level != "ops":  # another program's model, bad export folder, --samples or data:
-        run.load_model()  # fail before any work
+        load_run_model(run)  # fail before any work
         manifest = run.manifest()
-        check_exported(run, manifest, list(manifest["artifacts"]), allow_modified)
+        check_exported(run, manifest, list(manifest.artifacts), allow_modified)
         data = test_images(run, samples)
     options = {
         "level": level,
@@ -59,12 +61,12 @@ def verify_run(
             report["ops"] = verify_ops(shapes, op_names, chosen, tolerances)
         if level != "ops":
             report["models"] = verify_models(run, chosen, samples, tolerances, data)
-            if any(f in manifest["artifacts"] for f in int8_formats()):
+            if any(f in manifest.artifacts for f in int8_formats()):
                 report["int8_attribution"] = _attribution(run, manifest, data[0])
     return conclude(report)
 
 
-def check_exported(run: Run, manifest: dict, formats: list[str], allow_modified: bool) -> None:
+def check_exported(run: Run, manifest: Manifest, formats: list[str], allow_modified: bool) -> None:
     """Refuse (or with allow_modified, warn of) the `formats`' files changed after export:
     their sha256 is not the one model.json records, so their parity is not the export's."""
     changed = modified_files(run.export_dir, manifest, formats)
@@ -93,7 +95,7 @@ def conclude(report: dict) -> dict:
     return report
 
 
-def _attribution(run, manifest: dict, images) -> dict:
+def _attribution(run: Run, manifest: Manifest, images) -> dict:
     """The int8 attribution, or the reason the debugger failed (a diagnostic, not a verdict)."""
     try:
         return attribute_int8(run, manifest, images, min(ATTRIBUTION_SAMPLES, len(images)))

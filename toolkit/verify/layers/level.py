@@ -18,7 +18,9 @@ from toolkit.errors import UsageError
 from toolkit.export.signature import PROBABILITIES, with_probabilities
 from toolkit.formats import FORMATS, parse_formats
 from toolkit.manifest import sha256
+from toolkit.runfiles import Manifest
 from toolkit.runfolder import Run, open_run
+from toolkit.runmodel import load_run_model
 from toolkit.runtimes import VERIFIED_RUNTIMES, run_in_chunks
 from toolkit.verify.artifacts import Target, artifact_cells, level_report
 from toolkit.verify.cells import FAIL, PASS, open_session, verdict
@@ -52,10 +54,10 @@ CAPTURES: dict[str, Callable] = {
 }
 
 
-def check_formats(formats: str | Iterable[str] | None, manifest: dict) -> list[str]:
+def check_formats(formats: str | Iterable[str] | None, manifest: Manifest) -> list[str]:
     """Exported format names to check (None: every one), in model.json order; UsageError for an
     unknown name or one the run has not exported."""
-    exported = list(manifest["artifacts"])
+    exported = list(manifest.artifacts)
     if formats is None:
         return exported
     chosen = parse_formats(formats)
@@ -84,7 +86,7 @@ def verify_layers_run(
     manifest = run.manifest()
     names = check_formats(formats, manifest)
     check_exported(run, manifest, names, allow_modified)
-    model = run.load_model()
+    model = load_run_model(run)
     samples = LAYER_SAMPLES if samples is None else samples
     data = test_images(run, samples)  # --samples < 1 is a UsageError there
     options = {"level": "layers", "runtimes": chosen, "formats": names, "samples": samples}
@@ -128,8 +130,8 @@ def verify_layers(
         return measures[probabilities]
 
     def measure(target: Target) -> dict:
-        entry = manifest["artifacts"].get(target.fmt) or {}
-        return measure_for(entry.get("output") == PROBABILITIES)(target)
+        entry = manifest.artifacts.get(target.fmt)
+        return measure_for(entry is not None and entry.output == PROBABILITIES)(target)
 
     boundaries = model_boundaries(model)
     capturing = [r for r in runtimes if r in CAPTURES]

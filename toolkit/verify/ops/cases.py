@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import keras
 import numpy as np
 
-from toolkit.models.presets import ShiftViTArch, ViTArch
+from toolkit.models.architectures import ShiftViTArch, ViTArch
 from toolkit.models.shiftvit import shift_block
 from toolkit.models.vit import transformer_block
 from toolkit.ops import (
