@@ -13,7 +13,7 @@ os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 
 import pytest  # noqa: E402  (after the backend is chosen)
 
-from toolkit.backend import backend_installed  # noqa: E402
+from toolkit.common.backend import backend_installed  # noqa: E402
 from toolkit.keras_setup import setup_keras  # noqa: E402
 
 if backend_installed(os.environ["KERAS_BACKEND"]):

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from toolkit.argtypes import finite_float
+from toolkit.common.argtypes import finite_float
 
 
 def differences(first: dict, second: dict) -> list[dict]:

@@ -31,12 +31,12 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from studies.provenance import commit_fields  # noqa: E402
-from toolkit.atomic import check_writable, write_text  # noqa: E402
 from toolkit.bench.machine import cpu_flags, cpu_model  # noqa: E402
+from toolkit.common.atomic import check_writable, write_text  # noqa: E402
+from toolkit.common.versions import versions  # noqa: E402
 from toolkit.data import eval_dataset, train_dataset  # noqa: E402
 from toolkit.models import build_model, get_preset  # noqa: E402
 from toolkit.training.train import compile_model  # noqa: E402
-from toolkit.versions import versions  # noqa: E402
 
 MODES = {"autotune on (TensorFlow's default)": True, "autotune off (toolkit)": False}
 VAL_IMAGES = 2000

@@ -979,7 +979,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path} ({path.stat().st_size / 2**10:.0f} KiB)")
         return 0
     from studies.provenance import commit_fields, publish
-    from toolkit.atomic import write_json
+    from toolkit.common.atomic import write_json
 
     steps = plan(args.minutes, args.rows)
     report = {

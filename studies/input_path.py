@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     report = measure(args)
     print(markdown(report), end="")
     if args.json is not None:
-        from toolkit.atomic import write_json
+        from toolkit.common.atomic import write_json
 
         write_json(args.json, report)
     print(json.dumps({"rows": report["rows"]}))

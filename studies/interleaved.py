@@ -23,13 +23,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from studies.provenance import publish
-from toolkit.argtypes import OneLineParser, positive_int
-from toolkit.atomic import check_writable
 from toolkit.bench import interleaved
 from toolkit.bench.machine import describe
-from toolkit.errors import UsageError
+from toolkit.common.argtypes import OneLineParser, positive_int
+from toolkit.common.atomic import check_writable
+from toolkit.common.errors import UsageError
 from toolkit.formats import FORMATS, parse_formats
-from toolkit.runfolder import open_run
+from toolkit.runfiles.folder import open_run
 from toolkit.runtimes.worker import TIMED_CALL
 
 BATCH = 1

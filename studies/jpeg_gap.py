@@ -28,8 +28,8 @@ import numpy as np
 
 from toolkit import accuracy
 from toolkit.data import load_data
-from toolkit.rundata import load_split
-from toolkit.runfolder import MODEL_FILE, open_run
+from toolkit.runfiles.data import load_split
+from toolkit.runfiles.folder import MODEL_FILE, open_run
 from toolkit.runtimes import open_artifact, run_in_chunks
 
 MIN_PSNR = 24.0  # dB: a q75 copy of a CIFAR-10 image is at about 30 dB (the data's README)

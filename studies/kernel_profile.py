@@ -27,9 +27,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.argtypes import OneLineParser, positive_int  # noqa: E402
-from toolkit.errors import UsageError  # noqa: E402
-from toolkit.progress import progress  # noqa: E402
+from toolkit.common.argtypes import OneLineParser, positive_int  # noqa: E402
+from toolkit.common.errors import UsageError  # noqa: E402
+from toolkit.common.progress import progress  # noqa: E402
 from toolkit.runtimes import open_artifact  # noqa: E402
 from toolkit.runtimes.base import RuntimeOptions  # noqa: E402
 from toolkit.runtimes.worker import input_batch  # noqa: E402

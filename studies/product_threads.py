@@ -26,15 +26,15 @@ from pathlib import Path
 import numpy as np
 
 from studies.provenance import header_lines, publish
-from toolkit.argtypes import OneLineParser, positive_int, positive_ints
-from toolkit.atomic import check_writable
 from toolkit.bench import roofline
 from toolkit.bench.machine import describe
-from toolkit.errors import UsageError
+from toolkit.common.argtypes import OneLineParser, positive_int, positive_ints
+from toolkit.common.atomic import check_writable
+from toolkit.common.errors import UsageError
+from toolkit.common.progress import progress
 from toolkit.export.converters import ONNX_INT8_RECIPE
 from toolkit.export.int8_search import ONNX_RECIPES
 from toolkit.export.onnx_int8 import quantize_int8
-from toolkit.progress import progress
 from toolkit.runtimes.timing import Protocol
 from toolkit.runtimes.worker import run_worker
 

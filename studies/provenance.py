@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from toolkit.atomic import write_json
 from toolkit.bench.machine import cpu_text
+from toolkit.common.atomic import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -31,8 +31,8 @@ from pathlib import Path
 
 from studies.provenance import header_lines, publish
 from toolkit.bench.machine import cpu_flags, cpu_model
+from toolkit.common.versions import versions
 from toolkit.runfiles import read_config
-from toolkit.versions import versions
 
 
 @dataclass(frozen=True)

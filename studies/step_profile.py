@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     dump = dump_hlo_to_temp()  # before anything imports TensorFlow
     from studies.train_throughput import NUM_CLASSES
     from toolkit.bench.machine import cpu_flags, cpu_model, cpu_text
-    from toolkit.versions import versions
+    from toolkit.common.versions import versions
 
     if args.model not in NUM_CLASSES:
         parser.error(f"unknown model {args.model!r}: choose from {', '.join(NUM_CLASSES)}")

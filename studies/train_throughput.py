@@ -52,12 +52,12 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from studies import keras_io_port as port  # noqa: E402
-from toolkit.backend import installed  # noqa: E402
 from toolkit.bench.machine import cpu_flags, cpu_model, cpu_text  # noqa: E402
+from toolkit.common.backend import installed  # noqa: E402
+from toolkit.common.versions import versions  # noqa: E402
 from toolkit.data import train_dataset  # noqa: E402
 from toolkit.models import build_model, channel_stats, get_preset  # noqa: E402
 from toolkit.training.train import compile_model  # noqa: E402
-from toolkit.versions import versions  # noqa: E402
 
 INPUT_SHAPE = (32, 32, 3)
 NUM_CLASSES = {"shiftvit": 10, "vit-lsa": 100, "vit": 100}

@@ -30,7 +30,7 @@ from toolkit.export.metadata import (
 )
 from toolkit.export.tflite import packed_model
 from toolkit.formats import FORMATS
-from toolkit.manifest import sha256
+from toolkit.runfiles.hashes import sha256
 from toolkit.runtimes import open_artifact
 from toolkit.runtimes.base import close_session
 from toolkit.training.train import TrainOptions, train

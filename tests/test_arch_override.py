@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 from toolkit.models.architectures import ARCH_CLASSES, ViTArch, check_arch
 from toolkit.models.overrides import arch_keys, parse_arch
 from toolkit.models.presets import PRESETS, get_preset

@@ -19,8 +19,8 @@ import keras
 import numpy as np
 import pytest
 
-from toolkit.backend import installed
 from toolkit.cli.main import main
+from toolkit.common.backend import installed
 
 pytestmark = pytest.mark.slow  # every test here trains or runs a backend's suite
 

@@ -18,9 +18,9 @@ import pytest
 import tensorflow as tf
 
 from toolkit.cli.main import main
+from toolkit.common.errors import UsageError
 from toolkit.data import load_data
 from toolkit.data.shapes import CLASS_NAMES as SHAPES_CLASSES
-from toolkit.errors import UsageError
 from toolkit.models import build_model, get_preset
 from toolkit.training import train as train_module
 from toolkit.training.checkpoint import Checkpoint

@@ -22,15 +22,15 @@ from toolkit.bench.machine import last_level_cache_bytes
 from toolkit.bench.report import roofline_lines, terminal_table
 from toolkit.cli.main import main
 from toolkit.export import export_run
-from toolkit.manifest import sha256
 from toolkit.models import LayerCost, count_macs
-from toolkit.runfolder import (
+from toolkit.runfiles.folder import (
     BENCH_FILES,
     BENCH_INTERLEAVED_FILES,
     BENCH_TOP1_FILE,
     MANIFEST_FILE,
     MODEL_FILE,
 )
+from toolkit.runfiles.hashes import sha256
 from toolkit.runtimes import RUNTIMES, open_artifact
 from toolkit.runtimes.timing import Protocol, summarize, time_calls
 from toolkit.runtimes.worker import measure, run_worker, worker_command, worker_env
@@ -639,12 +639,12 @@ def test_cpu_flags_name_the_simd_sets_that_decide_speed():
 
 def test_data_given_is_read_once(run_dir, tmp_path, monkeypatch):
     """--data is loaded once: the class check before timing keeps its test split for top-1."""
-    import toolkit.rundata
+    import toolkit.runfiles.data
 
     calls = []
-    real = toolkit.rundata.run_dataset
+    real = toolkit.runfiles.data.run_dataset
     monkeypatch.setattr(
-        toolkit.rundata, "run_dataset", lambda *a, **k: calls.append(a) or real(*a, **k)
+        toolkit.runfiles.data, "run_dataset", lambda *a, **k: calls.append(a) or real(*a, **k)
     )
     run = copy_tiny_run(run_dir, tmp_path / "run")
     argv = ["bench", str(run), "--runtime", "ort-cpu", "--format", "onnx", "--data", DATA]

@@ -1,7 +1,7 @@
-"""Class names by one rule (toolkit/classnames.py): the file's own metadata, then the folder that
-lists it, else the indices; never a labels.txt from elsewhere, never a name guessed from a data
-file's name (issue 58). And predict's refusals of a changed file or an unreadable model.json
-beside it, naming the folder it was given."""
+"""Class names by one rule (toolkit/runfiles/classnames.py): the file's own metadata, then the
+folder that lists it, else the indices; never a labels.txt from elsewhere, never a name
+guessed from a data file's name (issue 58). And predict's refusals of a changed file or an
+unreadable model.json beside it, naming the folder it was given."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from toolkit.classnames import class_names_of
 from toolkit.cli.main import main
+from toolkit.common.errors import UsageError
 from toolkit.data import load_data
-from toolkit.errors import UsageError
-from toolkit.runfolder import EXPORT_DIR, LABELS_FILE, MANIFEST_FILE
+from toolkit.runfiles.classnames import class_names_of
+from toolkit.runfiles.folder import EXPORT_DIR, LABELS_FILE, MANIFEST_FILE
 
 NAMES = ["ant", "bee", "cow"]
 OTHER = ["x", "y", "z"]

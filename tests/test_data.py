@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
+from toolkit.common.errors import UsageError
 from toolkit.data import (
     DATA_KINDS,
     Augmentation,
@@ -26,7 +27,6 @@ from toolkit.data import (
 from toolkit.data.cifar import CIFAR10_CLASSES, CIFAR100_CLASSES
 from toolkit.data.shapes import generate_shapes
 from toolkit.data.split import stratified_split
-from toolkit.errors import UsageError
 
 SAMPLE = Path(__file__).resolve().parents[2] / "shared/data/cifar10_train_sample.npz"
 

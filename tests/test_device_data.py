@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from toolkit.cli.main import main
+from toolkit.common.errors import UsageError
 from toolkit.data.array_pipeline import ArrayBatches
 from toolkit.data.mix_ops import (
     CUTMIX,
@@ -23,7 +24,6 @@ from toolkit.data.mix_ops import (
     reference_mix,
 )
 from toolkit.data.mixing import CUTMIX_ALPHAS, Mixing
-from toolkit.errors import UsageError
 from toolkit.training.checkpoint import load_state, save_state
 from toolkit.training.device_data import (
     DeviceResidentTrainer,

@@ -27,13 +27,15 @@ from tiny_runs import CALIB_SAMPLES as TINY_CALIB
 from tiny_runs import DATA as TINY_DATA
 
 from toolkit.accuracy import tied_top1
+from toolkit.common.errors import UsageError
+from toolkit.common.scratch import scratch_dir
+from toolkit.common.versions import versions
 from toolkit.data import load_data
-from toolkit.errors import UsageError
 from toolkit.export import CONVERTERS, ExportError, export_run
 from toolkit.export.command import add_arguments
 from toolkit.export.command import run as run_command
+from toolkit.export.entries import MODEL_HASH, update_manifest
 from toolkit.export.int8_search import recipe_settings
-from toolkit.export.manifest import MODEL_HASH, update_manifest
 from toolkit.export.onnx import keras_to_onnx
 from toolkit.export.onnx_mobile import config_ops, provider_coverage
 from toolkit.export.onnx_rewrite import default_opset
@@ -51,7 +53,6 @@ from toolkit.export.signature import INPUT_NAME
 from toolkit.export.tflite import DYNAMIC_B1, INT8, convert_tflite, tflite_spelling
 from toolkit.export.xnnpack import delegation
 from toolkit.formats import FORMATS, check_options, format_table_markdown, parse_formats
-from toolkit.manifest import sha256
 from toolkit.ops import (
     AdditiveMaskLocalitySelfAttention,
     CenteredLayerNorm,
@@ -60,16 +61,15 @@ from toolkit.ops import (
     reference_partial_shift,
 )
 from toolkit.predict import softmax as probabilities_of
-from toolkit.runfolder import MANIFEST_FILE, open_run
+from toolkit.runfiles.folder import MANIFEST_FILE, open_run
+from toolkit.runfiles.hashes import sha256
 from toolkit.runmodel import load_run_model
 from toolkit.runtimes import open_artifact
-from toolkit.scratch import scratch_dir
 from toolkit.verify import OP_CASES
 from toolkit.verify.metrics import compare
 from toolkit.verify.ops.artifacts import OpExport
 from toolkit.verify.ops.cases import case_inputs, case_model
 from toolkit.verify.rules import DEFAULT_TOLERANCES, judge, rule_for
-from toolkit.versions import versions
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10_train_sample.npz"
@@ -81,7 +81,7 @@ SIGNATURES = {"serving_default": {"inputs": ["image"], "outputs": ["probabilitie
 # issue 36) runs in LiteRT's kernel, before the one XNNPACK partition
 UINT8_INPUT_OP = Counter({"QUANTIZE/uint8": 1})
 
-PROGRESS = "   "  # toolkit.progress indents its lines; errors start at column 0
+PROGRESS = "   "  # toolkit.common.progress indents its lines; errors start at column 0
 
 
 # -- running an artifact the way an app would: float32 0-255 in, float32 logits out --

@@ -17,11 +17,11 @@ from tiny_runs import DATA as TINY_DATA
 from tiny_runs import copy_tiny_run
 
 from toolkit.cli.main import main
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 from toolkit.export import export_run
 from toolkit.export.calibration import DEFAULT_CALIB_SAMPLES, calib_count
-from toolkit.manifest import modified_files
-from toolkit.runfolder import EXPORT_DIR, LABELS_FILE, MANIFEST_FILE
+from toolkit.runfiles.folder import EXPORT_DIR, LABELS_FILE, MANIFEST_FILE
+from toolkit.runfiles.hashes import modified_files
 
 TRAIN_IMAGES = 240  # the tiny run's training split (shapes:300: 240 / 30 / 30)
 FULL = os.strerror(errno.ENOSPC).lower()

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from toolkit.common.errors import UsageError
 from toolkit.data import decode_cache
 from toolkit.data.folder import load_folder
-from toolkit.errors import UsageError
 from toolkit.training.history_plot import plot_history
 
 CLASSES = ("cat", "dog", "ship")

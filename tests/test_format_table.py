@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from toolkit.bench import roofline
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 from toolkit.export.converters import CONVERTERS
 from toolkit.export.validate import INSPECTORS
 from toolkit.formats import (
@@ -125,7 +125,7 @@ ALLOWED = {
     "toolkit/export/onnx_mobile.py": "label and scratch memo of the onnx-mobile converter",
     "toolkit/verify/ops/artifacts.py": "op-level artifacts of `toolkit verify`, a table of its own",
     "toolkit/runtimes/onnxruntime.py": "the onnx package",
-    "toolkit/versions.py": "the onnx package",
+    "toolkit/common/versions.py": "the onnx package",
 }
 
 

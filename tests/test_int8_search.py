@@ -15,7 +15,7 @@ from onnx import numpy_helper
 from tiny_runs import copy_tiny_run
 
 import toolkit.export.int8_search as int8_search
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 from toolkit.export import export_run
 from toolkit.export.command import add_arguments
 from toolkit.export.command import run as run_command
@@ -27,8 +27,8 @@ from toolkit.export.oplist import forbidden_ops, onnx_ops, tflite_ops
 from toolkit.export.source import open_source
 from toolkit.export.xnnpack import delegation
 from toolkit.formats import FORMATS, check_options
-from toolkit.manifest import sha256
-from toolkit.runfolder import MANIFEST_FILE, open_run
+from toolkit.runfiles.folder import MANIFEST_FILE, open_run
+from toolkit.runfiles.hashes import sha256
 from toolkit.runmodel import load_run_model
 from toolkit.runtimes import open_artifact
 from toolkit.runtimes.timing import Protocol
@@ -36,7 +36,7 @@ from toolkit.runtimes.timing import Protocol
 CALIB_SAMPLES = 32
 QUICK = Protocol(warmup=1, runs=5, seconds=None)  # latency is recorded, never asserted on
 
-PROGRESS = "   "  # toolkit.progress indents its lines; errors start at column 0
+PROGRESS = "   "  # toolkit.common.progress indents its lines; errors start at column 0
 
 
 @pytest.fixture(autouse=True)

@@ -223,32 +223,14 @@ def test_the_private_import_scan_sees_one(tmp_path):
 CORE_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "small shared utilities",
-        (
-            "toolkit.errors",
-            "toolkit.argtypes",
-            "toolkit.atomic",
-            "toolkit.scratch",
-            "toolkit.backend",
-            "toolkit.native_logs",
-            "toolkit.quiet_import",
-            "toolkit.progress",
-            "toolkit.accuracy",
-            "toolkit.versions",
-            "toolkit.formats",
-        ),
+        ("toolkit.common", "toolkit.accuracy", "toolkit.formats"),
     ),
     ("the layers, each with its NumPy reference", ("toolkit.ops",)),
     ("the --data registry and pipelines", ("toolkit.data",)),
     ("presets, builders, MAC counts", ("toolkit.models",)),
     (
         "the run folder's files, read and written without Keras",
-        (
-            "toolkit.runfiles",
-            "toolkit.manifest",
-            "toolkit.runfolder",
-            "toolkit.rundata",
-            "toolkit.classnames",
-        ),
+        ("toolkit.runfiles",),
     ),
     ("a model's top-1/top-5 on a split", ("toolkit.evaluate",)),
     ("training", ("toolkit.training",)),
@@ -311,10 +293,13 @@ def test_the_core_layer_scan_sees_an_upward_import(tmp_path):
     is found; importing down (errors) or within a layer is not."""
     (tmp_path / "toolkit" / "models").mkdir(parents=True)
     (tmp_path / "toolkit" / "models" / "counts.py").write_text(
-        "from toolkit.errors import UsageError\nfrom toolkit.models import presets\n\n"
+        "from toolkit.common.errors import UsageError\nfrom toolkit.models import presets\n\n"
         "def f():\n    from toolkit.keras_setup import setup_keras\n"
     )
-    (tmp_path / "toolkit" / "errors.py").write_text("from toolkit import atomic\n")
+    (tmp_path / "toolkit" / "common").mkdir()
+    (tmp_path / "toolkit" / "common" / "errors.py").write_text(
+        "from toolkit.common import atomic\n"
+    )
     assert _upward_core_imports(tmp_path) == [
         "toolkit/models/counts.py:5 imports toolkit.keras_setup"
     ]

@@ -12,7 +12,7 @@ from toolkit.bench.benchmark import layer_costs_of
 from toolkit.models import MODELS, build_model, count_macs, get_preset, layer_costs
 from toolkit.models.architectures import ShiftViTArch, ViTArch
 from toolkit.ops import MLP, PatchConv2D
-from toolkit.runfolder import Run
+from toolkit.runfiles.folder import Run
 
 CLASSES = 10
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toolkit.backend import installed
 from toolkit.cli.main import main
+from toolkit.common.backend import installed
+from toolkit.common.errors import RunError, UsageError
 from toolkit.data.array_pipeline import ArrayBatches
-from toolkit.errors import RunError, UsageError
 from toolkit.training.cluster import Cluster, Peers, cluster_for, cluster_from, rendezvous
 
 ROOT = Path(__file__).resolve().parents[1]

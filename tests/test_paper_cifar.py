@@ -31,8 +31,8 @@ import numpy as np
 import onnx
 import pytest
 
-from toolkit.backend import installed
 from toolkit.cli.main import main
+from toolkit.common.backend import installed
 from toolkit.data import Augmentation
 from toolkit.models import build_model, count_macs, get_preset, preset_from_dict
 from toolkit.models.architectures import ViTArch

@@ -13,6 +13,7 @@ import keras
 import numpy as np
 import pytest
 
+from toolkit.common.errors import UsageError
 from toolkit.data import erasing
 from toolkit.data.augment import Augmentation
 from toolkit.data.autoaugment import apply_ops, auto_augment
@@ -20,7 +21,6 @@ from toolkit.data.autoaugment_policies import CIFAR10, DRAWS, OP_IDS, OPS, POLIC
 from toolkit.data.autoaugment_reference import reference_auto_augment, reference_op
 from toolkit.data.mixing import Mixing, cutmix, mix_batch
 from toolkit.data.random_augment import RandomAugment
-from toolkit.errors import UsageError
 from toolkit.models import get_preset, preset_from_dict
 from toolkit.models.overrides import parse_recipe
 from toolkit.models.recipes import check_recipe, with_recipe

@@ -19,12 +19,12 @@ import tensorflow as tf
 import tf2onnx
 from blockers import blocker_code
 
+from toolkit.common.errors import UsageError
 from toolkit.data.images import load_image
-from toolkit.errors import UsageError
 from toolkit.export.onnx_mobile import fix_batch, optimized
-from toolkit.manifest import sha256
 from toolkit.models import build_model, get_preset
 from toolkit.predict import add_arguments, run, softmax
+from toolkit.runfiles.hashes import sha256
 
 NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 ROOT = Path(__file__).resolve().parents[1]

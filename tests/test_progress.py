@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolkit.progress import progress
+from toolkit.common.progress import progress
 from toolkit.verify import verify_ops
 
 SHIFT = {"h": 5, "w": 7, "c": 26, "num_div": 12, "shift_pixel": 1}

@@ -18,7 +18,7 @@ import pytest
 from tiny_runs import copy_tiny_run
 
 from toolkit.cli.main import main
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 from toolkit.runfiles import (
     EXPORT_DIR,
     BenchReport,
@@ -43,7 +43,7 @@ from toolkit.runfiles import (
     write_manifest,
     write_verify,
 )
-from toolkit.runfolder import Run, open_run
+from toolkit.runfiles.folder import Run, open_run
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("config.json", "model.json", "verify.json", "bench.json")
@@ -55,7 +55,7 @@ ALLOWED_SITES: dict[str, str] = {}  # a module named here may name the files (no
 
 
 def _as_written(data: dict) -> str:
-    """The bytes every stage writes for a JSON object (toolkit.atomic.write_json)."""
+    """The bytes every stage writes for a JSON object (toolkit.common.atomic.write_json)."""
     return json.dumps(data, indent=2, sort_keys=False) + "\n"
 
 
@@ -246,7 +246,7 @@ def test_write_manifest_writes_a_whole_file_as_the_stages_do(tmp_path):
 
 def test_class_names_beside_a_truncated_model_json_are_refused_not_guessed(tmp_path):
     """The class-name rule read an unreadable model.json as none and gave the indices."""
-    from toolkit.classnames import class_names_of
+    from toolkit.runfiles.classnames import class_names_of
 
     (tmp_path / "model.onnx").write_bytes(b"no ONNX model: no names of its own")
     manifest_path(tmp_path).write_text('{"class_names": ["cat", "d')
@@ -356,7 +356,8 @@ def test_the_site_scan_sees_a_name_and_a_join(tmp_path):
 
 def test_the_run_folder_s_readers_import_no_keras():
     code = (
-        "import sys, toolkit.runfiles, toolkit.runfolder, toolkit.manifest, toolkit.classnames\n"
+        "import sys, toolkit.runfiles, toolkit.runfiles.folder, toolkit.runfiles.hashes\n"
+        "import toolkit.runfiles.classnames\n"
         "print(sorted(m for m in ('keras', 'tensorflow', 'jax') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -8,11 +8,11 @@ import pytest
 from PIL import Image
 
 from toolkit.cli.main import main
+from toolkit.common.errors import UsageError
 from toolkit.data import load_data
-from toolkit.errors import UsageError
 from toolkit.models import MODELS, build_model, get_preset
-from toolkit.rundata import load_split, run_dataset
-from toolkit.runfolder import open_run
+from toolkit.runfiles.data import load_split, run_dataset
+from toolkit.runfiles.folder import open_run
 from toolkit.runmodel import load_run_model
 
 DATA = "shapes:300"
@@ -178,7 +178,7 @@ def test_a_folder_of_the_runs_classes_is_relabelled_by_name_and_scored(tmp_path,
 def test_labels_txt_is_read_line_by_line_and_checked_as_train_checks_names(tmp_path):
     """Only a newline ends a line (a CR inside a name split it in two: 11 names for 10 classes);
     a name with a control character, or another count, is refused naming the way out."""
-    from toolkit.runfolder import labels_text, read_labels
+    from toolkit.runfiles.folder import labels_text, read_labels
 
     path = tmp_path / "labels.txt"
     path.write_text(labels_text(["a b", "c"]))
@@ -205,7 +205,7 @@ def test_a_file_is_hashed_once_per_command_until_it_changes(tmp_path, monkeypatc
     import hashlib
     import os
 
-    from toolkit import manifest
+    from toolkit.runfiles import hashes as manifest
 
     reads, real = [], hashlib.sha256
     monkeypatch.setattr(manifest.hashlib, "sha256", lambda: reads.append(1) or real())

@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 import tf2onnx
 
+from toolkit.common.errors import UsageError
 from toolkit.data.shapes import generate_shapes
-from toolkit.errors import UsageError
 from toolkit.models import build_model, get_preset
 from toolkit.runtimes import (
     DEFAULT_RUNTIME,

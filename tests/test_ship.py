@@ -26,9 +26,10 @@ import yaml
 
 from toolkit.bench.machine import cpu_flags, cpu_model
 from toolkit.cli.main import main
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
+from toolkit.common.versions import versions
 from toolkit.formats import FORMATS
-from toolkit.runfolder import Run, open_run
+from toolkit.runfiles.folder import Run, open_run
 from toolkit.runtimes import RUNTIMES
 from toolkit.ship import bundle, serve
 from toolkit.ship.bundle import SHIP_KEY
@@ -41,7 +42,6 @@ from toolkit.ship.readme import bundle_readme
 from toolkit.ship.shipment import Shipment
 from toolkit.ship.stages import NO_ROOFLINE, StagePlan, plan_stages, run_stages
 from toolkit.ship.targets import EXCLUDED, PROVIDERS, TARGETS
-from toolkit.versions import versions
 
 DATE = "2026-11-27T06:00:00+00:00"
 FLOAT_TOP1 = 0.8

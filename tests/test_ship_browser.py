@@ -23,9 +23,9 @@ from PIL import Image
 from playwright.sync_api import sync_playwright
 
 from toolkit.export import export_run
-from toolkit.rundata import load_split
 from toolkit.runfiles import read_bench, read_verify, verify_path
-from toolkit.runfolder import LABELS_FILE, open_run
+from toolkit.runfiles.data import load_split
+from toolkit.runfiles.folder import LABELS_FILE, open_run
 from toolkit.runtimes import open_artifact
 from toolkit.ship.measurements import read_measurements
 from toolkit.ship.picks import Pick

@@ -170,7 +170,7 @@ def test_a_probe_a_killed_write_check_left_is_removed_by_the_next_ship(tmp_path,
     code = (
         "import os, signal, sys\n"
         "from pathlib import Path\n"
-        "from toolkit import atomic\n"
+        "from toolkit.common import atomic\n"
         "os.unlink = lambda path: os.kill(os.getpid(), signal.SIGKILL)\n"
         "atomic.check_writable_folder_above(Path(sys.argv[1]), 'x', 'y')\n"
     )

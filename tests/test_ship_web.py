@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.errors import UsageError
-from toolkit.runfolder import Run
+from toolkit.common.errors import UsageError
+from toolkit.runfiles.folder import Run
 from toolkit.ship import npm, webapp
 from toolkit.ship.measurements import Measurements
 from toolkit.ship.picks import Pick

@@ -12,6 +12,7 @@ import tensorflow as tf
 from PIL import Image
 
 from toolkit.cli.main import main
+from toolkit.common.errors import UsageError
 from toolkit.data import (
     Augmentation,
     augments_in_pipeline,
@@ -25,9 +26,8 @@ from toolkit.data.array_pipeline import ArrayBatches
 from toolkit.data.folder import load_folder
 from toolkit.data.images import load_image
 from toolkit.data.stream import FolderImages, in_memory, stats_images
-from toolkit.errors import UsageError
-from toolkit.rundata import SPLITS
-from toolkit.runfolder import CONFIG_FILE, METRICS_FILE, MODEL_FILE
+from toolkit.runfiles.data import SPLITS
+from toolkit.runfiles.folder import CONFIG_FILE, METRICS_FILE, MODEL_FILE
 from toolkit.training import train as train_module
 
 CLASSES = ("cat", "dog", "ship")

@@ -19,8 +19,8 @@ import tensorflow as tf
 from toolkit.cli.main import main
 from toolkit.data import load_data
 from toolkit.models import preset_from_dict
-from toolkit.rundata import load_split
-from toolkit.runfolder import (
+from toolkit.runfiles.data import load_split
+from toolkit.runfiles.folder import (
     CONFIG_FILE,
     HISTORY_FILE,
     LABELS_FILE,

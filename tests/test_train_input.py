@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from toolkit.cli.main import main
+from toolkit.common.errors import UsageError
 from toolkit.data.augment import Augmentation
-from toolkit.errors import UsageError
 from toolkit.models import geometry
 from toolkit.models.geometry import (
     VALUE_BYTES,

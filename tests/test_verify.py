@@ -16,9 +16,9 @@ from tiny_runs import copy_tiny_run
 from wrong_ops import CropPadShift, UnmaskedLSA
 
 import toolkit.verify.ops.level as oplevel
-from toolkit.argtypes import OneLineParser
 from toolkit.cli.main import main
-from toolkit.runfolder import VERIFY_FILE
+from toolkit.common.argtypes import OneLineParser
+from toolkit.runfiles.folder import VERIFY_FILE
 from toolkit.runtimes import VERIFIED_RUNTIMES as RUNTIMES  # what verify checks
 from toolkit.verify import OP_CASES, Tolerances, verify_ops
 from toolkit.verify.cells import FAIL, NOT_APPLICABLE, PASS, UNAVAILABLE

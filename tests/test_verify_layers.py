@@ -15,7 +15,13 @@ from wrong_ops import CropPadShift
 
 from toolkit.cli.main import main
 from toolkit.export import export_run
-from toolkit.runfolder import EXPORT_DIR, MANIFEST_FILE, MODEL_FILE, VERIFY_FILE, VERIFY_LAYERS_PLOT
+from toolkit.runfiles.folder import (
+    EXPORT_DIR,
+    MANIFEST_FILE,
+    MODEL_FILE,
+    VERIFY_FILE,
+    VERIFY_LAYERS_PLOT,
+)
 from toolkit.verify.layers.boundaries import Boundary, Graph, Op, ScopeNames, Tensor, locate
 from toolkit.verify.layers.level import verify_layers_run
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 import os
 
-from toolkit.backend import choose_backend
+from toolkit.common.backend import choose_backend
 
 os.environ.setdefault("KERAS_BACKEND", choose_backend())
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -37,7 +37,7 @@ _API = {
     "verify_run": "toolkit.verify",
     "bench_run": "toolkit.bench.benchmark",
     "ship_run": "toolkit.ship.bundle",
-    "open_run": "toolkit.runfolder",
+    "open_run": "toolkit.runfiles.folder",
     "load_run_model": "toolkit.runmodel",
 }
 _STAGES = ("export", "verify", "bench", "ship")  # subpackages, also reachable as attributes

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from toolkit.argtypes import choose_names
-from toolkit.errors import UsageError
+from toolkit.common.argtypes import choose_names
+from toolkit.common.errors import UsageError
 
 PRECISIONS = ("fp32", "fp16", "int8")  # what an artifact computes in
 ROOFLINE_PRECISIONS = ("fp32", "int8")  # the peaks bench/roofline.py measures per runtime

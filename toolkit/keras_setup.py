@@ -6,11 +6,11 @@ never at ``import toolkit``: the commands that need no Keras start without it.
 Each object registers itself where it is defined (``keras.saving.register_keras_serializable``);
 this module imports each of those modules (tests/test_layering.py checks that none is left
 out), so it sits above them all: data, ops, models, training (CORE_LAYERS there). Code below
-it that only builds a model calls ``toolkit.quiet_import.import_keras_quietly`` instead."""
+it that only builds a model calls ``toolkit.common.quiet_import.import_keras_quietly`` instead."""
 
 from __future__ import annotations
 
-from toolkit.quiet_import import import_keras_quietly
+from toolkit.common.quiet_import import import_keras_quietly
 
 
 def setup_keras() -> None:

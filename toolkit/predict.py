@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.classnames import class_names_of
-from toolkit.errors import UsageError
-from toolkit.manifest import check_unmodified, modified_files
+from toolkit.common.errors import UsageError
 from toolkit.runfiles import EXPORT_DIR, Manifest, find_manifest, has_config
+from toolkit.runfiles.classnames import class_names_of
+from toolkit.runfiles.hashes import check_unmodified, modified_files
 from toolkit.runtimes import RUNTIMES, TensorSpec, open_artifact
 from toolkit.runtimes.base import close_session, gives_probabilities
 

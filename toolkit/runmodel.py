@@ -1,7 +1,7 @@
 """A run's Keras model: loaded safely (custom objects registered by keras_setup), checked
 against what config.json describes, and scored on a test split (`toolkit eval`).
 
-Above the run folder's readers (toolkit.runfolder, toolkit.runfiles), which need no Keras;
+Above the run folder's readers (toolkit.runfiles.folder, toolkit.runfiles), which need no Keras;
 importing it imports no Keras either (it loads on first use)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolkit.errors import UsageError, first_line
-from toolkit.runfolder import CONFIG_FILE, MODEL_FILE, Run, open_run
+from toolkit.common.errors import UsageError, first_line
+from toolkit.runfiles.folder import CONFIG_FILE, MODEL_FILE, Run, open_run
 
 if TYPE_CHECKING:
     import keras
@@ -97,7 +97,7 @@ def evaluate_run(run_dir: str | Path, data_spec: str | None = None, batch_size: 
     """Evaluate RUN/model.keras on the test split of `data_spec` (default: the run's data)."""
     from toolkit.data import check_labels  # the data loaders and scoring import Keras
     from toolkit.evaluate import evaluate_model
-    from toolkit.rundata import load_run_data
+    from toolkit.runfiles.data import load_run_data
 
     run = open_run(run_dir)
     data, spec = load_run_data(run, data_spec)

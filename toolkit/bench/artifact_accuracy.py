@@ -16,9 +16,9 @@ import numpy as np
 
 from toolkit import accuracy
 from toolkit.bench.roofline import KERAS_FORMAT
-from toolkit.errors import UsageError
-from toolkit.rundata import load_split
-from toolkit.runfolder import MODEL_FILE, open_run
+from toolkit.common.errors import UsageError
+from toolkit.runfiles.data import load_split
+from toolkit.runfiles.folder import MODEL_FILE, open_run
 from toolkit.runtimes import open_artifact, run_in_chunks
 
 

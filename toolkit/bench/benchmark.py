@@ -20,14 +20,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolkit.argtypes import choose_names, comma_items, positive_ints
 from toolkit.bench import interleaved
 from toolkit.bench.folder import BenchFolder, open_folder
 from toolkit.bench.suite import KERAS_FORMAT, Artifact, Plan, run_suite
-from toolkit.errors import UsageError
+from toolkit.common.argtypes import choose_names, comma_items, positive_ints
+from toolkit.common.errors import UsageError
 from toolkit.formats import FORMATS
 from toolkit.runfiles import write_bench
-from toolkit.runfolder import BENCH_FILES, BENCH_INTERLEAVED_FILES, BENCH_TOP1_FILE, MODEL_FILE
+from toolkit.runfiles.folder import (
+    BENCH_FILES,
+    BENCH_INTERLEAVED_FILES,
+    BENCH_TOP1_FILE,
+    MODEL_FILE,
+)
 from toolkit.runtimes.timing import Protocol
 from toolkit.runtimes.worker import KERAS_RUNTIMES
 
@@ -151,7 +156,7 @@ def _protocol(args: BenchOptions) -> Protocol:
 
 def make_plan(args: BenchOptions) -> Plan:
     """Check every argument and the folder; nothing is written before this succeeds."""
-    from toolkit import atomic
+    from toolkit.common import atomic
     from toolkit.runtimes import RUNTIMES
 
     check_mode_options(args)
@@ -184,7 +189,7 @@ def make_plan(args: BenchOptions) -> Plan:
     _check_runtimes_take(runtimes, [files[f] for f in formats])
     split = None  # other classes than the run's would score top-1 against the wrong names
     if args.data:
-        from toolkit.rundata import load_split  # the data loaders import Keras
+        from toolkit.runfiles.data import load_split  # the data loaders import Keras
 
         split = load_split(run, "test", args.data)[:2]
     layers = layer_costs_of(run) if run is not None else []
@@ -288,10 +293,10 @@ def _command(args: BenchOptions, runtimes, formats, batches, protocol: Protocol,
 def write_outputs(result: dict, folder: Path) -> list[Path]:
     """bench.json, bench.md and bench.png in the folder benched, each written atomically;
     bench.png only where matplotlib is installed (not on a device with the runtimes alone)."""
-    from toolkit import atomic
-    from toolkit.backend import installed
     from toolkit.bench.plot import plot
     from toolkit.bench.report import markdown
+    from toolkit.common import atomic
+    from toolkit.common.backend import installed
 
     json_path = write_bench(folder, result)
     md_path, png_path = (folder / name for name in BENCH_FILES[1:])
@@ -350,8 +355,8 @@ def _interleaved_files(args: BenchOptions, folder: BenchFolder) -> dict[str, tup
 def bench_interleaved(folder: str | Path | BenchOptions, **options) -> Benched:
     """Check the options and the folder, time the CPU files side by side, write
     bench_interleaved.json and .md into the folder; the report and the files written."""
-    from toolkit import atomic
     from toolkit.bench.machine import describe
+    from toolkit.common import atomic
     from toolkit.runtimes.worker import TIMED_CALL
 
     if isinstance(folder, BenchOptions):

@@ -8,11 +8,11 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from toolkit import atomic
-from toolkit.argtypes import finite_float, positive_int
 from toolkit.bench import interleaved
 from toolkit.bench.benchmark import DEFAULT_SECONDS, BenchOptions, bench_interleaved, bench_run
-from toolkit.runfolder import BENCH_FILES
+from toolkit.common import atomic
+from toolkit.common.argtypes import finite_float, positive_int
+from toolkit.runfiles.folder import BENCH_FILES
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

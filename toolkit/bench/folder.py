@@ -10,8 +10,7 @@ from functools import cached_property
 from pathlib import Path
 
 from toolkit.bench.roofline import KERAS_FORMAT
-from toolkit.errors import UsageError
-from toolkit.manifest import check_unmodified, modified_files
+from toolkit.common.errors import UsageError
 from toolkit.runfiles import (
     CONFIG_FILE,
     EXPORT_DIR,
@@ -21,7 +20,8 @@ from toolkit.runfiles import (
     has_manifest,
     read_manifest,
 )
-from toolkit.runfolder import MODEL_FILE, Run, open_run
+from toolkit.runfiles.folder import MODEL_FILE, Run, open_run
+from toolkit.runfiles.hashes import check_unmodified, modified_files
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def require_keras(run_dir: Path) -> None:
     """A run folder is read with Keras (its model registry, its model.keras): a UsageError
     naming the way out where Keras or its backend is not installed (its export folder alone
     needs neither)."""
-    from toolkit.backend import installed, require_backend
+    from toolkit.common.backend import installed, require_backend
 
     alone = "or bench its export folder alone, which needs neither: "
     alone += f"`toolkit bench {run_dir / EXPORT_DIR}`"

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.bench.machine import cpu_text
-from toolkit.errors import first_line
+from toolkit.common.errors import first_line
+from toolkit.common.progress import progress
 from toolkit.formats import FORMATS
-from toolkit.progress import progress
 from toolkit.runtimes import RUNTIMES, RuntimeUnavailable, open_artifact
 from toolkit.runtimes.base import RuntimeOptions
 from toolkit.runtimes.timing import Protocol, time_calls

@@ -8,7 +8,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from toolkit.versions import versions
+from toolkit.common.versions import versions
 
 
 def cpu_model() -> str:

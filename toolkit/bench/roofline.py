@@ -110,7 +110,7 @@ def build_tflite(integer: bool) -> Callable[[Path, Shape], None]:
         import keras
         import tensorflow as tf
 
-        from toolkit.native_logs import captured_native_stderr
+        from toolkit.common.native_logs import captured_native_stderr
 
         m, k, n = shape
         keras.utils.set_random_seed(0)
@@ -174,7 +174,7 @@ def cache_dir() -> Path:
 
 def kernel_file(kernel: Kernel, folder: Path) -> Path:
     """The kernel's model file in `folder`, built (atomically) the first time."""
-    from toolkit import atomic
+    from toolkit.common import atomic
 
     m, k, n = kernel.shape
     path = folder / f"{m}x{k}x{n}_v2_{kernel.filename}"

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from toolkit.bench import roofline
 from toolkit.bench.machine import describe
+from toolkit.common.progress import progress
 from toolkit.formats import FORMATS
-from toolkit.manifest import sha256
-from toolkit.progress import progress
-from toolkit.runfolder import BENCH_TOP1_FILE
+from toolkit.runfiles.folder import BENCH_TOP1_FILE
+from toolkit.runfiles.hashes import sha256
 from toolkit.runtimes import RUNTIMES
 from toolkit.runtimes.timing import Protocol
 from toolkit.runtimes.worker import TIMED_CALL, run_worker
@@ -98,8 +98,8 @@ def measure_row(plan: Plan, artifact: Artifact, runtime: str, batch: int) -> dic
 
 def attach_accuracy(plan: Plan, rows: list[dict]) -> dict:
     """top1 on every row of an artifact that ran, computed once per file and cached by sha256."""
-    from toolkit import atomic
     from toolkit.bench.artifact_accuracy import test_split, top1
+    from toolkit.common import atomic
 
     cache_path = plan.run_dir / BENCH_TOP1_FILE
     try:

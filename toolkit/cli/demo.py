@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from toolkit import atomic
 from toolkit.bench.benchmark import bench_run
 from toolkit.bench.report import terminal_table
-from toolkit.errors import UsageError
+from toolkit.common import atomic
+from toolkit.common.errors import UsageError
 from toolkit.export import export_run
 from toolkit.runfiles import CONFIG_FILE, MANIFEST_FILE, VERIFY_FILE, config_path, manifest_path
-from toolkit.runfolder import HISTORY_FILE, LABELS_FILE, METRICS_FILE, MODEL_FILE
+from toolkit.runfiles.folder import HISTORY_FILE, LABELS_FILE, METRICS_FILE, MODEL_FILE
 from toolkit.runmodel import evaluate_run
 from toolkit.training.train import TrainOptions, train
 from toolkit.verify import report_path, save_report, verify_run

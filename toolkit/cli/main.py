@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from toolkit.argtypes import OneLineParser, positive_int
-from toolkit.errors import RunError, UsageError
+from toolkit.common.argtypes import OneLineParser, positive_int
+from toolkit.common.errors import RunError, UsageError
 
 
 def _add_train(p: argparse.ArgumentParser) -> None:
@@ -124,7 +124,7 @@ def _run_train(args: argparse.Namespace) -> int:
     flags = (args.coordinator, args.num_processes, args.process_id, args.connect_timeout)
     cluster = cluster_for(options.strategy, *flags)
     out = train(options, out=args.out, resume=args.resume, cluster=cluster)
-    from toolkit.runfolder import METRICS_FILE
+    from toolkit.runfiles.folder import METRICS_FILE
 
     print(f"run folder: {out}")
     if cluster is not None and not cluster.writer and not (out / METRICS_FILE).is_file():
@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:  # name the sub-command's help, whose options the user was typing
             raise UsageError(_unknown_arguments(parser.long_options, args.command, unknown))
         if COMMANDS[args.command].keras_backend:  # after parsing, so --help works without it
-            from toolkit.backend import require_backend
+            from toolkit.common.backend import require_backend
             from toolkit.keras_setup import setup_keras
 
             require_backend()

@@ -10,9 +10,9 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from toolkit.common.errors import UsageError
 from toolkit.data.dataset import Dataset
 from toolkit.data.split import carve_validation
-from toolkit.errors import UsageError
 
 NUM_TRAIN = 40_000
 

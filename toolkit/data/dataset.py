@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 
 if TYPE_CHECKING:
     from toolkit.data.stream import FolderImages

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from toolkit.common.errors import UsageError
 from toolkit.data.images import load_image
-from toolkit.errors import UsageError
 
 CACHE_ENV = "TOOLKIT_CACHE_DIR"
 VERSION = 1  # bump when decoding or resizing changes

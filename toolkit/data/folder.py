@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from toolkit.common.errors import UsageError
 from toolkit.data.dataset import Dataset, check_class_name_characters
 from toolkit.data.decode_cache import decode_folder_images
 from toolkit.data.images import IMAGE_SUFFIXES
@@ -49,7 +50,6 @@ from toolkit.data.stream import (
     select,
     stream_folder_images,
 )
-from toolkit.errors import UsageError
 
 DEFAULT_SIZE = 32
 # the largest SIZE of folder:PATH@SIZE: one 4096x4096 RGB image is 50 MB decoded, a batch of

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
 _SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I;16N", "I")  # 16-bit gray: keep the high byte

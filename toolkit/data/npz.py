@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
+from toolkit.common.errors import UsageError
 from toolkit.data.dataset import Dataset, check_class_name_characters
 from toolkit.data.split import require_images, split_dataset
-from toolkit.errors import UsageError
 
 EXPECTED = "expected keys x (N,H,W,3 uint8) and y (N,) int labels"
 _SAID: set[str] = set()  # npz files whose index names were said in this process

@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from toolkit.common.errors import UsageError
 from toolkit.data.dataset import Dataset
 from toolkit.data.split import split_dataset
-from toolkit.errors import UsageError
 
 DEFAULT_COUNT = 3000
 SIZE = 32

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from toolkit.common.errors import UsageError
 from toolkit.data.cifar import load_cifar10, load_cifar100
 from toolkit.data.dataset import Dataset
 from toolkit.data.folder import load_folder
 from toolkit.data.npz import load_npz
 from toolkit.data.shapes import load_shapes
-from toolkit.errors import UsageError
 
 # A loader takes the text after "KIND:" (None without a colon), the split seed and the share of
 # the non-test images held out for validation (None: the data's own split).

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from toolkit.common.errors import UsageError
 from toolkit.data.dataset import Dataset
 from toolkit.data.stream import FolderImages, select
-from toolkit.errors import UsageError
 
 MIN_IMAGES = 10
 FLAT_FRACTIONS = (0.8, 0.1, 0.1)  # train/val/test of data given as one pool of images

@@ -26,8 +26,8 @@ from typing import NoReturn
 import numpy as np
 from PIL import Image
 
+from toolkit.common.errors import UsageError
 from toolkit.data.images import load_image
-from toolkit.errors import UsageError
 
 AUTO, MEMORY, STREAM = "auto", "memory", "stream"
 MODES = (AUTO, MEMORY, STREAM)

@@ -10,10 +10,10 @@ import sys
 
 import numpy as np
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 from toolkit.formats import DEFAULT_CALIB_SAMPLES
-from toolkit.rundata import run_dataset
-from toolkit.runfolder import Run
+from toolkit.runfiles.data import run_dataset
+from toolkit.runfiles.folder import Run
 
 
 def calib_count(asked: int | None, available: int, spec: str) -> int:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from toolkit.argtypes import ALL, finite_float
+from toolkit.common.argtypes import ALL, finite_float
 from toolkit.export.errors import ExportError
 from toolkit.formats import (
     ATTENTION_OPSET,

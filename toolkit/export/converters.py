@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from toolkit.export.entries import Extras
 from toolkit.export.int8_search import (
     ONNX_RECIPES,
     ONNX_SEARCH,
@@ -20,7 +21,6 @@ from toolkit.export.int8_search import (
     TFLITE_SEARCH,
     SearchSpace,
 )
-from toolkit.export.manifest import Extras
 from toolkit.export.onnx import convert_onnx
 from toolkit.export.onnx_int8 import OnnxRecipe, onnx_int8_converter
 from toolkit.export.onnx_mobile import (

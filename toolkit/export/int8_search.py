@@ -19,14 +19,14 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.accuracy import MAX_DROP_POINTS, top1, top1_vs_reference
-from toolkit.atomic import full_disk
-from toolkit.errors import UsageError, first_line
+from toolkit.common.atomic import full_disk
+from toolkit.common.errors import UsageError, first_line
+from toolkit.common.progress import progress
 from toolkit.export.onnx import fp32_onnx
 from toolkit.export.onnx_int8 import OnnxRecipe, onnx_int8_bytes
 from toolkit.export.source import ExportSource
 from toolkit.export.tflite import FP32, INT8, Recipe, tflite_bytes
-from toolkit.progress import progress
-from toolkit.rundata import load_split
+from toolkit.runfiles.data import load_split
 from toolkit.runtimes import open_artifact, run_in_chunks
 from toolkit.runtimes.base import RuntimeOptions
 from toolkit.runtimes.timing import Protocol

@@ -23,9 +23,12 @@ import flatbuffers
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
-from toolkit.classnames import packed_files  # noqa: F401  (their reader, re-exported)
 from toolkit.export.tflite import packed_model
-from toolkit.runfolder import LABELS_FILE, labels_text  # the packed labels file has the run's name
+from toolkit.runfiles.classnames import packed_files  # noqa: F401  (their reader, re-exported)
+from toolkit.runfiles.folder import (  # the packed labels file has the run's name
+    LABELS_FILE,
+    labels_text,
+)
 
 METADATA_NAME = "TFLITE_METADATA"  # the model metadata entry the readers look for
 FILE_IDENTIFIER = b"M001"

@@ -26,14 +26,14 @@ import tf2onnx.optimizer
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 import toolkit
-from toolkit.errors import first_line
+from toolkit.common.errors import first_line
+from toolkit.common.native_logs import captured_native_stderr
 from toolkit.export.errors import ExportError
 from toolkit.export.onnx_rewrite import rewrite
 from toolkit.export.oplist import STANDARD_ONNX_DOMAINS, forbidden_ops, onnx_ops
 from toolkit.export.signature import INPUT_NAME, OUTPUT_NAME, serving_function
 from toolkit.export.source import ExportSource
 from toolkit.export.spelling import converter_spelling
-from toolkit.native_logs import captured_native_stderr
 
 TF2ONNX_MAX_OPSET = max(tf2onnx.constants.OPSET_TO_IR_VERSION)  # the newest tf2onnx can target
 BATCH_DIM = "batch"

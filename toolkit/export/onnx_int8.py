@@ -21,11 +21,11 @@ from onnxruntime.quantization import (
 )
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
+from toolkit.common.native_logs import captured_native_stderr
 from toolkit.export.onnx import fp32_onnx, save_onnx
 from toolkit.export.onnx_rewrite import FLOAT_NODE_SUFFIX
 from toolkit.export.signature import INPUT_NAME
 from toolkit.export.source import ExportSource
-from toolkit.native_logs import captured_native_stderr
 
 CALIB_BATCH = 32
 CALIBRATION_METHODS = {

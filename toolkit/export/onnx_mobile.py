@@ -37,7 +37,8 @@ from onnxruntime.tools.mobile_helpers import usability_checker
 from onnxruntime.tools.onnx_model_utils import fix_output_shapes, make_input_shape_fixed
 from onnxruntime.tools.ort_format_model import create_config_from_models
 
-from toolkit.export.manifest import Extras
+from toolkit.common.native_logs import captured_native_stderr
+from toolkit.export.entries import Extras
 from toolkit.export.onnx import fp32_onnx_at, save_onnx
 from toolkit.export.onnx_rewrite import (
     GraphIndex,
@@ -54,7 +55,6 @@ from toolkit.export.oplist import Op
 from toolkit.export.signature import INPUT_NAME
 from toolkit.export.source import ExportSource
 from toolkit.formats import Format
-from toolkit.native_logs import captured_native_stderr
 
 FORMAT = "onnx-mobile"
 MOBILE_OPSET = 17  # below formats.ATTENTION_OPSET: no Attention node

@@ -6,12 +6,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit import atomic
-from toolkit.errors import UsageError, first_line
+from toolkit.common import atomic
+from toolkit.common.errors import UsageError, first_line
+from toolkit.common.progress import progress
 from toolkit.export.converters import CONVERTERS
-from toolkit.export.errors import ExportError
-from toolkit.export.int8_search import check_budget, recipe_settings, search
-from toolkit.export.manifest import (
+from toolkit.export.entries import (
     Extras,
     app_info,
     artifact_entry,
@@ -19,6 +18,8 @@ from toolkit.export.manifest import (
     record_gpu_acceleration,
     update_manifest,
 )
+from toolkit.export.errors import ExportError
+from toolkit.export.int8_search import check_budget, recipe_settings, search
 from toolkit.export.metadata import with_metadata
 from toolkit.export.source import ExportSource, open_source
 from toolkit.export.staging import staged
@@ -34,9 +35,8 @@ from toolkit.formats import (
     check_options,
     parse_formats,
 )
-from toolkit.progress import progress
 from toolkit.runfiles import EXPORT_DIR, ArtifactEntry, Manifest, manifest_path
-from toolkit.runfolder import LABELS_FILE, labels_text, open_run
+from toolkit.runfiles.folder import LABELS_FILE, labels_text, open_run
 from toolkit.runmodel import load_run_model
 
 

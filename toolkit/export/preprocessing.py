@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 from toolkit.models import MODELS
 from toolkit.runfiles import RunConfig
 

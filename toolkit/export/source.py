@@ -12,10 +12,10 @@ from typing import Any
 import keras
 import numpy as np
 
+from toolkit.common.scratch import scratch_dir
 from toolkit.export.calibration import calibration_images
 from toolkit.export.preprocessing import describe_preprocessing
-from toolkit.runfolder import Run
-from toolkit.scratch import scratch_dir
+from toolkit.runfiles.folder import Run
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Files of one format written together: each to a temp file beside its target, then, once every
 one is whole, all renamed into place; a failure (a full disk) removes the temps and changes none.
 
-The temps are named as `toolkit.atomic` names its own (`.NAME.XXXXXXXX.SUFFIX`), so the
+The temps are named as `toolkit.common.atomic` names its own (`.NAME.XXXXXXXX.SUFFIX`), so the
 `remove_stale_temps` of a later export deletes those a killed one left.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from toolkit import atomic
+from toolkit.common import atomic
 
 
 class Staged:

@@ -16,6 +16,7 @@ from ai_edge_litert import schema_py_generated as schema
 from tensorflow.lite.python import convert as tflite_convert
 from tensorflow.lite.python.util import modify_model_io_type
 
+from toolkit.common.native_logs import captured_native_stderr
 from toolkit.export.oplist import builtin_code
 from toolkit.export.signature import (
     INPUT_NAME,
@@ -27,7 +28,6 @@ from toolkit.export.signature import (
 )
 from toolkit.export.source import ExportSource
 from toolkit.export.spelling import converter_spelling
-from toolkit.native_logs import captured_native_stderr
 from toolkit.ops.attention import DIAGONAL_MASK_SCOPE
 
 

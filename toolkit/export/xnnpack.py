@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter
 
-from toolkit.native_logs import captured_native_stderr
+from toolkit.common.native_logs import captured_native_stderr
 
 
 @dataclass(frozen=True)

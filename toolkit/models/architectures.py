@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 
 
 @dataclass(frozen=True)

@@ -59,8 +59,8 @@ def shipped_counts() -> dict[str, dict]:
 def built_counts(preset: Preset, input_shape: tuple[int, int, int], num_classes: int) -> Counts:
     """Build the model (Keras, on the chosen backend; a UsageError when none is installed) and
     count it."""
-    from toolkit.backend import require_backend
-    from toolkit.quiet_import import import_keras_quietly
+    from toolkit.common.backend import require_backend
+    from toolkit.common.quiet_import import import_keras_quietly
 
     require_backend()
     import_keras_quietly()  # building needs no custom objects registered (loading does)

@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 from toolkit.models.architectures import ShiftViTArch, ViTArch
 
 # bytes per activation value under each `--precision` (toolkit.training.strategies.PRECISIONS)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import typing
 from dataclasses import MISSING, Field, fields
 
-from toolkit.argtypes import comma_items, finite_number
+from toolkit.common.argtypes import comma_items, finite_number
+from toolkit.common.errors import UsageError
 from toolkit.data.augment import Augmentation
-from toolkit.errors import UsageError
 from toolkit.models.architectures import ARCH_CLASSES, MODEL_FIELDS
 from toolkit.models.recipes import OWN_FLAGS, TrainRecipe, recipe_keys
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
+from toolkit.common.errors import UsageError
 from toolkit.data.augment import Augmentation
-from toolkit.errors import UsageError
 from toolkit.models.architectures import ARCH_CLASSES, ShiftViTArch, ViTArch
 from toolkit.models.recipes import TrainRecipe
 

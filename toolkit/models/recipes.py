@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 
+from toolkit.common.errors import UsageError
 from toolkit.data.augment import Augmentation
 from toolkit.data.mixing import CUTMIX_ALPHAS
-from toolkit.errors import UsageError
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import keras
 import numpy as np
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 from toolkit.models.presets import Preset
 from toolkit.models.shiftvit import build_shiftvit
 from toolkit.models.vit import build_vit

@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     docs/presets.md (or the file given) in place."""
     import json
 
-    from toolkit.atomic import write_text
+    from toolkit.common.atomic import write_text
     from toolkit.models.counts import shipped_counts
 
     write_text(COUNTS_FILE, json.dumps(counts_table(), indent=1, sort_keys=True) + "\n")

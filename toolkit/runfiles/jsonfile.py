@@ -8,8 +8,8 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from toolkit import atomic
-from toolkit.errors import UsageError, first_line
+from toolkit.common import atomic
+from toolkit.common.errors import UsageError, first_line
 
 
 def load(path: Path, how: str, missing: str | None = None) -> dict:

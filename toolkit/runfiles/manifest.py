@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 from toolkit.runfiles import jsonfile
 from toolkit.runfiles.jsonfile import integer, number, numeric, section, text
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from toolkit.errors import UsageError, first_line
+from toolkit.common.errors import UsageError, first_line
 from toolkit.runtimes.base import (
     Runtime,
     RuntimeOptions,

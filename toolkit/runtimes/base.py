@@ -14,7 +14,7 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 
 T = TypeVar("T")
 PROBABILITIES = "probabilities"  # the output name of a model that ends in a softmax

@@ -18,8 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from toolkit.errors import first_line
-from toolkit.native_logs import captured_native_stderr
+from toolkit.common.errors import first_line
+from toolkit.common.native_logs import captured_native_stderr
 
 MODULE = "toolkit.runtimes.gpu_check"
 TIMEOUT_S = 120

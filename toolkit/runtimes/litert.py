@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.native_logs import captured_native_stderr
+from toolkit.common.native_logs import captured_native_stderr
 from toolkit.runtimes.base import PreparedRun, RuntimeOptions, TensorSpec, only, run_images
 
 SIGNATURE = "serving_default"

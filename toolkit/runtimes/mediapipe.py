@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.errors import UsageError, first_line
-from toolkit.native_logs import captured_native_stderr
+from toolkit.common.errors import UsageError, first_line
+from toolkit.common.native_logs import captured_native_stderr
 from toolkit.runtimes.base import (
     PROBABILITIES,
     PreparedRun,

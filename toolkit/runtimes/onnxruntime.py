@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.errors import first_line
-from toolkit.native_logs import captured_native_stderr
+from toolkit.common.errors import first_line
+from toolkit.common.native_logs import captured_native_stderr
 from toolkit.runtimes.base import (
     RuntimeOptions,
     RuntimeUnavailable,

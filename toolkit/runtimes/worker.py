@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.argtypes import finite_float
+from toolkit.common.argtypes import finite_float
 from toolkit.runtimes import RuntimeOptions, RuntimeUnavailable, open_artifact
 from toolkit.runtimes.base import close_session
 from toolkit.runtimes.timing import Protocol, summarize, time_calls, timed_once

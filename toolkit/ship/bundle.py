@@ -21,15 +21,15 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from toolkit import atomic
-from toolkit.argtypes import ALL, choose_names
-from toolkit.classnames import class_names_of
-from toolkit.errors import RunError, UsageError
+from toolkit.common import atomic
+from toolkit.common.argtypes import ALL, choose_names
+from toolkit.common.errors import RunError, UsageError
+from toolkit.common.scratch import PREFIX, pid_alive, remove_dead_scratch
 from toolkit.formats import FORMATS
-from toolkit.manifest import sha256
 from toolkit.runfiles import write_manifest
-from toolkit.runfolder import LABELS_FILE, MANIFEST_FILE, labels_text, open_run
-from toolkit.scratch import PREFIX, pid_alive, remove_dead_scratch
+from toolkit.runfiles.classnames import class_names_of
+from toolkit.runfiles.folder import LABELS_FILE, MANIFEST_FILE, labels_text, open_run
+from toolkit.runfiles.hashes import sha256
 from toolkit.ship.card import model_card
 from toolkit.ship.measurements import bundle_record, read_measurements
 from toolkit.ship.names import CARD_FILE, README_FILE

@@ -16,7 +16,7 @@ from pathlib import PurePath
 from toolkit.bench.machine import cpu_text
 from toolkit.formats import FORMATS
 from toolkit.runfiles import ArtifactEntry, Manifest
-from toolkit.runfolder import LABELS_FILE
+from toolkit.runfiles.folder import LABELS_FILE
 from toolkit.ship.measurements import Measurements
 from toolkit.ship.picks import Pick, candidates, verify_cell, within
 from toolkit.ship.shipment import Shipment

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from toolkit.argtypes import ALL, finite_float
+from toolkit.common.argtypes import ALL, finite_float
 from toolkit.ship.picks import DEFAULT_MAX_DROP
 from toolkit.ship.serve import DEFAULT_PORT
 from toolkit.ship.targets import TARGETS
@@ -84,7 +84,7 @@ def pick_table(picks: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Ship, print the picks and the bundle; with --serve, serve it until interrupted."""
-    from toolkit.errors import UsageError
+    from toolkit.common.errors import UsageError
     from toolkit.export.errors import ExportError
     from toolkit.ship.bundle import SHIP_DIR, ship_run
     from toolkit.ship.names import REPORT_FILE, WEB_DIR

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 from toolkit.runfiles import (
     EXPORT_DIR,
     BenchReport,

@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.errors import UsageError, first_line
+from toolkit.common.errors import UsageError, first_line
 
 CACHE_ENV = "TOOLKIT_NPM_CACHE"
 INSTALL_TIMEOUT_S = 600

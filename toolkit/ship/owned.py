@@ -14,11 +14,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from toolkit import atomic
-from toolkit.errors import UsageError
+from toolkit.common import atomic
+from toolkit.common.errors import UsageError
 from toolkit.formats import FORMATS
-from toolkit.manifest import sha256
-from toolkit.runfolder import LABELS_FILE, MANIFEST_FILE
+from toolkit.runfiles.folder import LABELS_FILE, MANIFEST_FILE
+from toolkit.runfiles.hashes import sha256
 from toolkit.ship.measurements import bundle_record
 from toolkit.ship.names import CARD_FILE, README_FILE, REPORT_FILE
 from toolkit.ship.stages import needed_formats

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from toolkit.accuracy import MAX_DROP_POINTS
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 from toolkit.formats import FORMATS
 from toolkit.runfiles import VerifyCell
 from toolkit.ship.measurements import Measurements

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 from toolkit.formats import FORMATS
-from toolkit.manifest import modified_files
 from toolkit.runfiles import ArtifactEntry, VerifyCell
-from toolkit.runfolder import MODEL_FILE
+from toolkit.runfiles.folder import MODEL_FILE
+from toolkit.runfiles.hashes import modified_files
 from toolkit.ship.picks import PASSED
 from toolkit.ship.shipment import Shipment
 
@@ -62,7 +62,7 @@ class Predictions:
 
 def predict(s: Shipment) -> Predictions:
     """Run the float reference and each picked file on the test split verify.json scored."""
-    from toolkit.rundata import load_split  # the data loaders: only when a report is written
+    from toolkit.runfiles.data import load_split  # the data loaders: only when a report is written
 
     models = s.measurements.verify.models
     split, data = (models.split or "test", models.data) if models else ("test", None)

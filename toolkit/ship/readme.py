@@ -10,7 +10,7 @@ from pathlib import PurePath
 
 from toolkit.formats import FORMATS
 from toolkit.runfiles import ArtifactEntry, Manifest
-from toolkit.runfolder import LABELS_FILE, MANIFEST_FILE
+from toolkit.runfiles.folder import LABELS_FILE, MANIFEST_FILE
 from toolkit.ship.card import preprocessing_summary, shape_text, shipped, tensors
 from toolkit.ship.names import CARD_FILE, REPORT_FILE, WEB_DIR
 from toolkit.ship.picks import Pick

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit import atomic
-from toolkit.errors import UsageError
+from toolkit.common import atomic
+from toolkit.common.errors import UsageError
 from toolkit.formats import FORMATS
 from toolkit.runfiles import BenchReport, BenchRow, Manifest, VerifyReport
-from toolkit.runfolder import BENCH_FILES, VERIFY_FILE
+from toolkit.runfiles.folder import BENCH_FILES, VERIFY_FILE
 from toolkit.ship import charts
 from toolkit.ship.names import REPORT_FILE
 from toolkit.ship.picks import Pick

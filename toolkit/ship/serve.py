@@ -11,7 +11,7 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 
 HOST = "127.0.0.1"  # this machine only: the bundle is not offered to the network
 DEFAULT_PORT = 8000

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from toolkit.runfiles import Manifest, RunConfig
-from toolkit.runfolder import Run
+from toolkit.runfiles.folder import Run
 from toolkit.ship.measurements import Measurements
 from toolkit.ship.picks import Pick
 

@@ -18,10 +18,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit import atomic
-from toolkit.errors import UsageError
+from toolkit.common import atomic
+from toolkit.common.errors import UsageError
 from toolkit.formats import FORMATS
-from toolkit.manifest import sha256
 from toolkit.runfiles import (
     ArtifactEntry,
     BenchReport,
@@ -30,7 +29,7 @@ from toolkit.runfiles import (
     manifest_path,
     verify_path,
 )
-from toolkit.runfolder import (
+from toolkit.runfiles.folder import (
     BENCH_FILES,
     BENCH_TOP1_FILE,
     LABELS_FILE,
@@ -38,6 +37,7 @@ from toolkit.runfolder import (
     VERIFY_FILE,
     Run,
 )
+from toolkit.runfiles.hashes import sha256
 from toolkit.ship.measurements import Measurements, read_measurements
 from toolkit.ship.picks import choose, opens
 from toolkit.ship.shipment import Shipment
@@ -47,7 +47,7 @@ NO_ROOFLINE = (
     "toolkit ship times the rows its targets are ranked by, without the roofline: "
     "`toolkit bench RUN` measures it"
 )
-BENCH_PACKAGES = ("onnxruntime", "litert")  # toolkit.versions keys whose change re-benches
+BENCH_PACKAGES = ("onnxruntime", "litert")  # toolkit.common.versions keys whose change re-benches
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def verify_problem(run: Run, m: Measurements, formats: list[str]) -> str | None:
 def machine_problem(bench: BenchReport) -> str | None:
     """Why bench.json's figures are not this machine's (CPU, cores, runtime versions), or None."""
     from toolkit.bench.machine import cpu_model
-    from toolkit.versions import versions
+    from toolkit.common.versions import versions
 
     cpu = bench.machine.get("cpu")
     if cpu != cpu_model() or bench.machine.get("cores") != os.cpu_count():

@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 from toolkit.runfiles import EXPORT_DIR
 from toolkit.ship.names import WEB_DIR
 from toolkit.ship.npm import TASKS_VISION, package_dir

@@ -2,7 +2,7 @@
 
 `Checkpoint` saves at the end of every epoch the model's and the optimizer's variables and the
 number of epochs done, all in one file, RUN/checkpoint/state.npz, written to a temp file in
-the same folder and then renamed onto it (toolkit.atomic): a run killed, or stopped by a full
+the same folder and then renamed onto it (toolkit.common.atomic): a run killed, or stopped by a full
 disk, at any moment leaves the state of its last complete epoch, which `--resume` continues.
 Keras' BackupAndRestore wrote its weights in place (h5py; a full disk left them truncated and
 the run lost) and the epoch in a second file; a run folder it wrote still resumes.
@@ -22,8 +22,8 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from toolkit import atomic
-from toolkit.errors import UsageError, first_line
+from toolkit.common import atomic
+from toolkit.common.errors import UsageError, first_line
 from toolkit.training.device_data import stored
 
 STATE_FILE = "state.npz"  # in the run's checkpoint folder

@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from toolkit.errors import RunError, UsageError, first_line
+from toolkit.common.errors import RunError, UsageError, first_line
 
 MULTI_PROCESS = "multi-process"  # the --strategy name
 DEFAULT_TIMEOUT = 120  # seconds to wait for the other processes (--connect-timeout)

@@ -21,10 +21,10 @@ import keras
 import numpy as np
 from keras import ops
 
+from toolkit.common.errors import UsageError
 from toolkit.data.augment import Augmentation
 from toolkit.data.mix_ops import apply_mix, draw_mix
 from toolkit.data.mixing import Mixing
-from toolkit.errors import UsageError
 
 STORE_NAMES = ("device_images", "device_labels")  # the split's variables: never checkpointed
 MODES = ("auto", "on", "off")  # --device-data

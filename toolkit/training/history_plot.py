@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from toolkit import atomic
+from toolkit.common import atomic
 
 CURVES = (  # (panel title, y label, [(history column, legend label), ...])
     ("loss", "cross-entropy", [("loss", "train"), ("val_loss", "validation")]),

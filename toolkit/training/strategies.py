@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import keras
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 
 
 @dataclass(frozen=True)

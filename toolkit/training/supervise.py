@@ -34,8 +34,8 @@ import threading
 import time
 from pathlib import Path
 
-from toolkit.backend import choose_backend
-from toolkit.errors import UsageError
+from toolkit.common.backend import choose_backend
+from toolkit.common.errors import UsageError
 from toolkit.training.cluster import Cluster
 
 WORKER_ENV = "TOOLKIT_TRAIN_WORKER"  # set in the child: it trains, unsupervised

@@ -24,8 +24,10 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from toolkit import atomic
-from toolkit.backend import backend_info, jit_compile
+from toolkit.common import atomic
+from toolkit.common.backend import backend_info, jit_compile
+from toolkit.common.errors import RunError, UsageError
+from toolkit.common.versions import versions
 from toolkit.data import (
     Dataset,
     check_labels,
@@ -37,7 +39,6 @@ from toolkit.data import (
     training_model,
 )
 from toolkit.data.mixing import Mixing
-from toolkit.errors import RunError, UsageError
 from toolkit.evaluate import evaluate_compiled, evaluate_model
 from toolkit.models import (
     MODELS,
@@ -53,7 +54,7 @@ from toolkit.models.geometry import check_geometry
 from toolkit.models.overrides import parse_arch, parse_recipe
 from toolkit.models.recipes import TrainRecipe, check_recipe, with_recipe
 from toolkit.runfiles import config_path, has_config, read_config_json, write_config
-from toolkit.runfolder import (
+from toolkit.runfiles.folder import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
     HISTORY_FILE,
@@ -79,7 +80,6 @@ from toolkit.training.strategies import (
     check_strategy,
     make_placement,
 )
-from toolkit.versions import versions
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.errors import UsageError, first_line
+from toolkit.common.errors import UsageError, first_line
+from toolkit.common.progress import progress
 from toolkit.formats import FORMATS
-from toolkit.progress import progress
 from toolkit.runfiles import MANIFEST_FILE, Manifest
-from toolkit.runfolder import MODEL_FILE
+from toolkit.runfiles.folder import MODEL_FILE
 from toolkit.runtimes import VERIFIED_RUNTIMES, RuntimeUnavailable
 from toolkit.verify.cells import ERROR, NOT_APPLICABLE, UNAVAILABLE, cell, summarize
 from toolkit.verify.rules import Rule, rule_for

@@ -22,14 +22,14 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import tensorflow as tf
 
+from toolkit.common.native_logs import captured_native_stderr
 from toolkit.export.calibration import calibration_images
 from toolkit.export.signature import SIGNATURE_KEY
 from toolkit.export.source import open_source
 from toolkit.export.tflite import representative_dataset, saved_model
 from toolkit.formats import FORMATS
-from toolkit.native_logs import captured_native_stderr
 from toolkit.runfiles import Manifest
-from toolkit.runfolder import Run
+from toolkit.runfiles.folder import Run
 from toolkit.runmodel import load_run_model
 
 ROUNDING_RMSE = 1 / math.sqrt(12)  # rmse/scale of uniform rounding error

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.errors import first_line
+from toolkit.common.errors import first_line
 from toolkit.runtimes import VERIFIED_RUNTIMES, RuntimeUnavailable, Session, open_artifact
 from toolkit.verify.metrics import compare
 from toolkit.verify.quantscale import output_scale

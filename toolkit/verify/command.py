@@ -6,13 +6,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from toolkit import atomic
-from toolkit.argtypes import ALL, finite_float
-from toolkit.errors import UsageError
+from toolkit.common import atomic
+from toolkit.common.argtypes import ALL, finite_float
+from toolkit.common.errors import UsageError
+from toolkit.common.scratch import remove_dead_scratch
 from toolkit.runfiles import EXPORT_DIR, VERIFY_FILE, manifest_path
-from toolkit.runfolder import VERIFY_LAYERS_PLOT
+from toolkit.runfiles.folder import VERIFY_LAYERS_PLOT
 from toolkit.runtimes import VERIFIED_RUNTIMES
-from toolkit.scratch import remove_dead_scratch
 from toolkit.verify import ATTRIBUTION_SAMPLES
 from toolkit.verify.layers import LAYER_SAMPLES
 from toolkit.verify.layers.report import divergence_lines, layer_table

@@ -9,12 +9,12 @@ from functools import partial
 import numpy as np
 
 from toolkit.accuracy import top1
-from toolkit.argtypes import ALL, choose_names
-from toolkit.errors import UsageError
+from toolkit.common.argtypes import ALL, choose_names
+from toolkit.common.errors import UsageError
 from toolkit.predict import softmax
-from toolkit.rundata import load_split
 from toolkit.runfiles import Manifest
-from toolkit.runfolder import MODEL_FILE, Run
+from toolkit.runfiles.data import load_split
+from toolkit.runfiles.folder import MODEL_FILE, Run
 from toolkit.runtimes import VERIFIED_RUNTIMES, open_artifact, run_in_chunks
 from toolkit.runtimes.base import gives_probabilities
 from toolkit.verify.artifacts import Target, artifact_cells, level_report

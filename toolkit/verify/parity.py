@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolkit.manifest import sha256
 from toolkit.runfiles import edit_manifest
+from toolkit.runfiles.hashes import sha256
 
 LOGIT_FIGURES = ("max_abs", "cosine", "top1_agreement", "top1_delta")
-# runtime -> its package's key in toolkit.versions.versions()
+# runtime -> its package's key in toolkit.common.versions.versions()
 RUNTIME_PACKAGES = {
     "keras": "keras",
     "litert": "litert",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 from toolkit.formats import FORMATS
 from toolkit.runfiles import MANIFEST_FILE
 

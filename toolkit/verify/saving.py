@@ -7,10 +7,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolkit import atomic
-from toolkit.errors import UsageError
+from toolkit.common import atomic
+from toolkit.common.errors import UsageError
 from toolkit.runfiles import EXPORT_DIR, manifest_path, verify_path, write_verify
-from toolkit.runfolder import VERIFY_LAYERS_PLOT
+from toolkit.runfiles.folder import VERIFY_LAYERS_PLOT
 from toolkit.verify.layers.report import plot_layers
 from toolkit.verify.parity import record_parity
 

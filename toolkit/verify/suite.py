@@ -6,11 +6,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from toolkit.argtypes import ALL, choose_names
-from toolkit.errors import UsageError, first_line
-from toolkit.manifest import check_unmodified, modified_files
+from toolkit.common.argtypes import ALL, choose_names
+from toolkit.common.errors import UsageError, first_line
+from toolkit.common.versions import versions
 from toolkit.runfiles import Manifest
-from toolkit.runfolder import Run, open_run
+from toolkit.runfiles.folder import Run, open_run
+from toolkit.runfiles.hashes import check_unmodified, modified_files
 from toolkit.runmodel import load_run_model
 from toolkit.runtimes import VERIFIED_RUNTIMES
 from toolkit.verify import ATTRIBUTION_SAMPLES
@@ -20,7 +21,6 @@ from toolkit.verify.ops.cases import OP_CASES, Params
 from toolkit.verify.ops.level import verify_ops
 from toolkit.verify.quiet import quiet_tensorflow
 from toolkit.verify.rules import DEFAULT_TOLERANCES, Tolerances
-from toolkit.versions import versions
 
 LEVELS = ("all", "ops", "models")
 PARTS = ("ops", "models", "layers")  # the report's sections of cells, in report order

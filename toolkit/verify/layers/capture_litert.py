@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.native_logs import captured_native_stderr
+from toolkit.common.native_logs import captured_native_stderr
 from toolkit.runtimes import DEFAULT_OPTIONS
 from toolkit.runtimes.base import to_input
 from toolkit.runtimes.litert import delegated_ops, tensor_spec

@@ -13,13 +13,14 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from toolkit.argtypes import ALL, choose_names
-from toolkit.errors import UsageError
+from toolkit.common.argtypes import ALL, choose_names
+from toolkit.common.errors import UsageError
+from toolkit.common.versions import versions
 from toolkit.export.signature import PROBABILITIES, with_probabilities
 from toolkit.formats import FORMATS, parse_formats
-from toolkit.manifest import sha256
 from toolkit.runfiles import Manifest
-from toolkit.runfolder import Run, open_run
+from toolkit.runfiles.folder import Run, open_run
+from toolkit.runfiles.hashes import sha256
 from toolkit.runmodel import load_run_model
 from toolkit.runtimes import VERIFIED_RUNTIMES, run_in_chunks
 from toolkit.verify.artifacts import Target, artifact_cells, level_report
@@ -42,7 +43,6 @@ from toolkit.verify.parity import runtime_version
 from toolkit.verify.quiet import quiet_tensorflow
 from toolkit.verify.rules import DEFAULT_TOLERANCES, LAYER_RULES, Tolerances, judge, rule_for
 from toolkit.verify.suite import check_exported, conclude, report_head
-from toolkit.versions import versions
 
 CHUNK = 32  # images per Keras and ORT call: bounds activation memory (LiteRT: its own batch)
 NOT_FOUND = "not found"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolkit import atomic
+from toolkit.common import atomic
 from toolkit.verify.cells import FAIL, PASS, UNAVAILABLE
 from toolkit.verify.report import table
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
-from toolkit.argtypes import ALL, choose_names
-from toolkit.errors import UsageError, first_line
-from toolkit.progress import progress
+from toolkit.common.argtypes import ALL, choose_names
+from toolkit.common.errors import UsageError, first_line
+from toolkit.common.progress import progress
+from toolkit.common.scratch import scratch_dir
 from toolkit.runtimes import VERIFIED_RUNTIMES
-from toolkit.scratch import scratch_dir
 from toolkit.verify.cells import ERROR, NOT_APPLICABLE, cell, run_cell, summarize
 from toolkit.verify.ops import SHAPE_SETS
 from toolkit.verify.ops.artifacts import OP_ARTIFACTS, PRECISIONS, OpExport, artifact_for

@@ -19,9 +19,9 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from toolkit.errors import UsageError, first_line
+from toolkit.common.errors import UsageError, first_line
 from toolkit.runfiles import find_manifest, has_config, manifest_path
-from toolkit.runfolder import (
+from toolkit.runfiles.folder import (
     LABELS_FILE,
     MODEL_FILE,
     check_labels,
@@ -63,7 +63,7 @@ def _onnx_labels(path: Path, num_classes: int) -> list[str] | None:
         import onnxruntime as ort
     except ImportError:
         return None
-    from toolkit.native_logs import captured_native_stderr
+    from toolkit.common.native_logs import captured_native_stderr
 
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only

@@ -11,7 +11,7 @@ import importlib.util
 import os
 from importlib import metadata
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 
 # backend name -> (module that must import, distribution whose version is recorded)
 BACKENDS: dict[str, tuple[str, str]] = {

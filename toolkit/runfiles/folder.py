@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.errors import UsageError, first_line
+from toolkit.common.errors import UsageError, first_line
 from toolkit.runfiles import (
     BENCH_FILE,
     Manifest,

@@ -7,18 +7,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from toolkit.common.versions import versions
 from toolkit.export.metadata import ModelInfo
 from toolkit.export.oplist import op_names
 from toolkit.export.signature import INPUT_NAME, OUTPUT_NAME, PROBABILITIES, SIGNATURE_KEY
 from toolkit.export.source import ExportSource
 from toolkit.export.validate import ArtifactInfo
 from toolkit.formats import Format
-from toolkit.manifest import sha256
 from toolkit.models.macs import count_macs
 from toolkit.runfiles import EXPORT_DIR, MODEL_HASH, Manifest, edit_manifest, find_manifest
-from toolkit.runfolder import MODEL_FILE
+from toolkit.runfiles.folder import MODEL_FILE
+from toolkit.runfiles.hashes import sha256
 from toolkit.runtimes.gpu_check import gpu_acceleration
-from toolkit.versions import versions
 
 OUTPUTS = [OUTPUT_NAME, PROBABILITIES]  # what an artifact's `output` may be
 

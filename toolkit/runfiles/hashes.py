@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 from toolkit.runfiles import MANIFEST_FILE, Manifest
 
 # (path, inode, size, mtime) -> sha256: a command hashes each file once, however many of its

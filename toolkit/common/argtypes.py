@@ -8,7 +8,7 @@ import difflib
 import math
 from collections.abc import Iterable
 
-from toolkit.errors import UsageError
+from toolkit.common.errors import UsageError
 
 ALL = "all"  # in a comma list of names: every known one
 

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from toolkit.common.errors import UsageError
 from toolkit.data import Dataset, in_memory, load_data
-from toolkit.errors import UsageError
-from toolkit.runfolder import LABELS_FILE, Run
+from toolkit.runfiles.folder import LABELS_FILE, Run
 
 PREVIEW = 4  # class names shown in a mismatch message
 SPLITS = ("train", "val", "test")  # Dataset's x_/y_ attribute suffixes

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
-from toolkit.backend import backend_installed
-from toolkit.native_logs import captured_native_stderr
+from toolkit.common.backend import backend_installed
+from toolkit.common.native_logs import captured_native_stderr
 
 
 def import_tensorflow_quietly() -> None:

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from toolkit.errors import RunError, UsageError
-from toolkit.scratch import pid_alive
+from toolkit.common.errors import RunError, UsageError
+from toolkit.common.scratch import pid_alive
 
 # errno of a write that a full disk (or a size limit, RLIMIT_FSIZE, or a quota) refused
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
