@@ -42,6 +42,8 @@ import numpy as np  # noqa: E402
 
 from studies.provenance import commit_fields  # noqa: E402
 from toolkit.bench.machine import describe  # noqa: E402
+from toolkit.common.atomic import check_writable, write_json  # noqa: E402
+from toolkit.common.errors import UsageError  # noqa: E402
 from toolkit.data.augment import Augmentation  # noqa: E402
 from toolkit.data.specs import load_data  # noqa: E402
 from toolkit.models import MODELS, channel_stats, get_preset  # noqa: E402
@@ -196,6 +198,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = sorted(set(args.paths) - set(PATHS))
     if unknown:
         p.error(f"unknown --paths {', '.join(unknown)}: choose from {', '.join(PATHS)}")
+    if args.json is not None:  # before minutes of training
+        try:
+            check_writable(args.json, "--json")
+        except UsageError as exc:
+            p.error(str(exc))
     return args
 
 
@@ -205,8 +212,6 @@ def main(argv: list[str] | None = None) -> int:
     report = measure(args)
     print(markdown(report), end="")
     if args.json is not None:
-        from toolkit.common.atomic import write_json
-
         write_json(args.json, report)
     print(json.dumps({"rows": report["rows"]}))
     return 0

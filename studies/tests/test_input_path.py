@@ -36,3 +36,13 @@ def test_an_unknown_path_is_refused():
     with pytest.raises(SystemExit) as exit_info:
         input_path.parse_args(["--model", "shiftvit", "--paths", "host,disk"])
     assert exit_info.value.code == 2
+
+
+def test_an_unwritable_json_is_refused_before_any_training(tmp_path, capsys):
+    folder = tmp_path / "report.json"
+    folder.mkdir()  # a folder where the report would go
+    with pytest.raises(SystemExit) as exit_info:
+        input_path.parse_args(["--model", "shiftvit", "--json", str(folder)])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--json" in error and str(folder) in error

@@ -46,6 +46,16 @@ def shard() -> tuple[int, int]:
     return int(distribution.data_shard_id), int(distribution.num_processes)
 
 
+def epoch_order(seed: int, epoch: int, count: int, repeats: int = 1) -> np.ndarray:
+    """The shuffled order of `count` images in `epoch` (seeded by seed and epoch); with repeated
+    augmentation, 1 / repeats of the images, each `repeats` times in a row. The host pipelines
+    and the device-resident index batches draw the same order from it."""
+    order = np.random.default_rng([seed, epoch]).permutation(count)
+    if repeats > 1:
+        order = np.repeat(order[: -(-count // repeats)], repeats)[:count]
+    return order
+
+
 class ArrayBatches(keras.utils.PyDataset):
     """(float32 images 0-255, int32 labels[, weights]) batches of `x`, `y`.
 
@@ -84,9 +94,7 @@ class ArrayBatches(keras.utils.PyDataset):
     def _order(self) -> np.ndarray:
         if self.shuffle_seed is None:
             return np.arange(len(self.x))
-        order = np.random.default_rng([self.shuffle_seed, self.epoch]).permutation(len(self.x))
-        if self.repeats > 1:  # repeated augmentation: 1 / repeats of the images, each repeated
-            order = np.repeat(order[: -(-len(order) // self.repeats)], self.repeats)[: len(order)]
+        order = epoch_order(self.shuffle_seed, self.epoch, len(self.x), self.repeats)
         whole = self.batch_size if len(order) >= self.batch_size else self.multiple
         return order[: len(order) - len(order) % whole]
 

@@ -22,6 +22,7 @@ import numpy as np
 from keras import ops
 
 from toolkit.common.errors import UsageError
+from toolkit.data.array_pipeline import epoch_order
 from toolkit.data.augment import Augmentation
 from toolkit.data.mix_ops import apply_mix, draw_mix
 from toolkit.data.mixing import Mixing
@@ -65,10 +66,7 @@ class IndexBatches(keras.utils.PyDataset):
         self.order = self._order()
 
     def _order(self) -> np.ndarray:
-        order = np.random.default_rng([self.seed, self.epoch]).permutation(self.count)
-        if self.repeats > 1:
-            order = np.repeat(order[: -(-len(order) // self.repeats)], self.repeats)
-            order = order[: self.count]
+        order = epoch_order(self.seed, self.epoch, self.count, self.repeats)
         if not self.remainder:  # whole batches (one smaller when the split is)
             whole = min(self.batch_size, len(order))
             order = order[: len(order) - len(order) % whole]
