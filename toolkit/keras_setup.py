@@ -10,6 +10,10 @@ it that only builds a model calls ``toolkit.common.quiet_import.import_keras_qui
 
 from __future__ import annotations
 
+import importlib
+import sys
+from collections.abc import Callable
+
 from toolkit.common.quiet_import import import_keras_quietly
 
 
@@ -22,3 +26,19 @@ def setup_keras() -> None:
     import toolkit.ops  # noqa: F401  (registers every custom layer)
     import toolkit.training.losses  # noqa: F401  (registers the label-smoothing loss)
     import toolkit.training.schedule  # noqa: F401  (registers the learning-rate schedule)
+
+
+def loaded_after_setup(package: str, names: dict[str, str]) -> Callable[[str], object]:
+    """A stage package's PEP 562 `__getattr__`: each of `names` (name -> the submodule of
+    `package` defining it) imported on first use, after `setup_keras()`, then kept on the
+    package; so the package's `--help` starts without TensorFlow."""
+
+    def __getattr__(name: str) -> object:
+        if name not in names:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        setup_keras()
+        value = getattr(importlib.import_module(f"{package}.{names[name]}"), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    return __getattr__

@@ -10,8 +10,7 @@ they load on first use, after `setup_keras()`, so that `toolkit verify --help` s
 
 from __future__ import annotations
 
-import importlib
-
+from toolkit.keras_setup import loaded_after_setup
 from toolkit.verify.rules import Tolerances
 from toolkit.verify.saving import Saved, report_path, save_report
 
@@ -39,14 +38,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """The levels' names, imported on first use (PEP 562) once TensorFlow is imported quietly
-    and the custom layers are registered."""
-    if name not in _LEVELS:
-        raise AttributeError(f"module 'toolkit.verify' has no attribute {name!r}")
-    from toolkit.keras_setup import setup_keras
-
-    setup_keras()
-    value = getattr(importlib.import_module(f"toolkit.verify.{_LEVELS[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = loaded_after_setup("toolkit.verify", _LEVELS)
