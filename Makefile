@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# what the browser tests (tests/test_ship_browser.py) need beyond .venv: Debian's chromium, and
-# npm, which fetches @mediapipe/tasks-vision once into the cache `toolkit ship` copies it from
+# what the browser tests (tests/test_ship_browser.py, tests/test_web_runtimes.py) need beyond
+# .venv: Debian's chromium, and npm, which fetches the pinned web libraries once into the cache
+# `toolkit ship` copies from and the web runtimes serve
 browser: $(STAMP)
 	@missing=""; test -x $(CHROMIUM) || missing="chromium"; \
 	command -v npm >/dev/null || missing="$$missing npm"; \
@@ -25,7 +26,8 @@ browser: $(STAMP)
 		command -v apt-get >/dev/null || { echo "install$$missing (no apt-get here)"; exit 1; }; \
 		$(APT_GET) update -qq && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -qq $$missing; \
 	fi
-	$(BIN)/python -c "from toolkit.ship.npm import package_dir; package_dir()"
+	$(BIN)/python -c "from toolkit.runtimes.web.npm import PINNED, package_dir; \
+		[package_dir(p) for p in PINNED]"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -33,6 +33,7 @@ from toolkit.runfiles.folder import (
 from toolkit.runfiles.hashes import sha256
 from toolkit.runtimes import RUNTIMES, open_artifact
 from toolkit.runtimes.timing import Protocol, summarize, time_calls
+from toolkit.runtimes.web import npm
 from toolkit.runtimes.worker import measure, run_worker, worker_command, worker_env
 
 FORMATS = "onnx,tflite,tflite-int8"
@@ -52,7 +53,9 @@ def run_dir(tiny_runs, tmp_path_factory) -> Path:
 
 
 def roofline_in_tmp(mp: pytest.MonkeyPatch, tmp_path_factory) -> None:
-    """Matmul models for the roofline go to a per-session cache, not ~/.cache."""
+    """Matmul models for the roofline go to a per-session cache, not ~/.cache (the web
+    runtimes' npm packages stay where `make browser` put them: no npm install per session)."""
+    mp.setenv(npm.CACHE_ENV, str(npm.npm_cache()))
     mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
 
 

@@ -73,8 +73,9 @@ def random_images(n: int, seed: int = 0) -> np.ndarray:
 
 
 def test_registry_covers_every_suffix():
-    assert set(RUNTIMES) == {"keras", "litert", "mediapipe", "ort-cpu", "ort-cuda"}
-    assert set(VERIFIED_RUNTIMES) == set(RUNTIMES) - {"mediapipe"}
+    web = {"web-mediapipe", "web-litert", "web-ort"}  # toolkit/runtimes/web/libraries.py
+    assert set(RUNTIMES) == {"keras", "litert", "mediapipe", "ort-cpu", "ort-cuda"} | web
+    assert set(VERIFIED_RUNTIMES) == set(RUNTIMES) - {"mediapipe"} - web
     for name, entry in RUNTIMES.items():
         assert entry.name == name and entry.description
     for suffix, name in DEFAULT_RUNTIME.items():

@@ -31,12 +31,12 @@ from toolkit.common.versions import versions
 from toolkit.formats import FORMATS
 from toolkit.runfiles.folder import Run, open_run
 from toolkit.runtimes import RUNTIMES
+from toolkit.runtimes.web.npm import TASKS_VISION
 from toolkit.ship import bundle, serve
 from toolkit.ship.bundle import SHIP_KEY
 from toolkit.ship.card import model_card, shipped
 from toolkit.ship.measurements import Measurements, read_measurements
 from toolkit.ship.names import CARD_FILE, README_FILE
-from toolkit.ship.npm import TASKS_VISION
 from toolkit.ship.picks import DEFAULT_MAX_DROP, Pick, choose
 from toolkit.ship.readme import bundle_readme
 from toolkit.ship.shipment import Shipment

@@ -23,7 +23,8 @@ from test_ship import WebParts, one_line_error, ship, write_run
 from test_ship_web import _cached_package
 from tiny_runs import copy_tiny_run
 
-from toolkit.ship import bundle, npm, webapp
+from toolkit.runtimes.web import npm
+from toolkit.ship import bundle, webapp
 from toolkit.ship.bundle import SHIP_KEY
 
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

@@ -12,7 +12,8 @@ import pytest
 
 from toolkit.common.errors import UsageError
 from toolkit.runfiles.folder import Run
-from toolkit.ship import npm, webapp
+from toolkit.runtimes.web import npm
+from toolkit.ship import webapp
 from toolkit.ship.measurements import Measurements
 from toolkit.ship.picks import Pick
 from toolkit.ship.shipment import Shipment

@@ -1,5 +1,5 @@
-"""Runtime adapters (Keras, LiteRT, MediaPipe Tasks, ONNX Runtime) behind one interface, and
-`open_artifact`."""
+"""Runtime adapters (Keras, LiteRT, MediaPipe Tasks, ONNX Runtime, and the web libraries in
+headless Chromium) behind one interface, and `open_artifact`."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from toolkit.runtimes.onnxruntime import (
     ort_cpu_unavailable,
     ort_cuda_unavailable,
 )
+from toolkit.runtimes.web.runtimes import WEB_RUNTIMES
 
 RUNTIMES: dict[str, Runtime] = {
     r.name: r
@@ -58,6 +59,7 @@ RUNTIMES: dict[str, Runtime] = {
             "ONNX Runtime, CUDA",
             refuses=onnx_refuses,
         ),
+        *WEB_RUNTIMES,  # web-mediapipe, web-litert, web-ort: toolkit/runtimes/web/libraries.py
     )
 }
 DEFAULT_RUNTIME: dict[str, str] = {

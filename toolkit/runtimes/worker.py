@@ -104,7 +104,10 @@ def measure(
         call = session.bind(images).run
         row["settings"] = getattr(session, "settings", None)  # e.g. ORT's session options
         _, row["first_ms"] = timed_once(call)
-        times = time_calls(call, protocol)
+        # a browser runtime times its calls in the page: a round trip per call would time
+        # the browser's automation, not the library (toolkit/runtimes/web/session.py)
+        in_page = getattr(session, "time_calls", None)
+        times = in_page(images, protocol) if in_page else time_calls(call, protocol)
     except Exception as exc:  # noqa: BLE001
         return {**row, "reason": one_line(exc), "peak_rss_mb": round(peak_rss_mb(), 1)}
     finally:

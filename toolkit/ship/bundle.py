@@ -30,10 +30,10 @@ from toolkit.runfiles import write_manifest
 from toolkit.runfiles.classnames import class_names_of
 from toolkit.runfiles.folder import LABELS_FILE, MANIFEST_FILE, labels_text, open_run
 from toolkit.runfiles.hashes import sha256
+from toolkit.runtimes.web.npm import TASKS_VISION, package_dir
 from toolkit.ship.card import model_card
 from toolkit.ship.measurements import bundle_record, read_measurements
 from toolkit.ship.names import CARD_FILE, README_FILE
-from toolkit.ship.npm import TASKS_VISION, package_dir
 from toolkit.ship.owned import (
     FILES_KEY,
     SHIP_KEY,

@@ -14,8 +14,8 @@ from string import Template
 
 from toolkit.common.errors import UsageError
 from toolkit.runfiles import EXPORT_DIR
+from toolkit.runtimes.web.npm import TASKS_VISION, package_dir
 from toolkit.ship.names import WEB_DIR
-from toolkit.ship.npm import TASKS_VISION, package_dir
 from toolkit.ship.picks import Pick
 from toolkit.ship.shipment import Shipment
 

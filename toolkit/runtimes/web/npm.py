@@ -1,5 +1,6 @@
-"""npm packages the bundle copies files from, pinned here, installed once with npm into a cache
-folder (TOOLKIT_NPM_CACHE, default ~/.cache/toolkit/npm) and reused from there."""
+"""npm packages the web runtimes serve and the bundle copies files from, pinned here, installed
+once with npm into a cache folder (TOOLKIT_NPM_CACHE, default ~/.cache/toolkit/npm) and reused
+from there."""
 
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ class NpmPackage:
 
 # the web app's client: ImageClassifier and its WebAssembly, the same on every browser
 TASKS_VISION = NpmPackage("@mediapipe/tasks-vision", "1.1.0")
+LITERT_JS = NpmPackage("@litertjs/core", "2.5.3")  # LiteRT.js: .tflite in WebAssembly
+ORT_WEB = NpmPackage("onnxruntime-web", "1.30.0")  # .onnx and .ort in WebAssembly
+PINNED = (TASKS_VISION, LITERT_JS, ORT_WEB)  # what `make browser` installs into the cache
 
 
 def npm_cache() -> Path:
@@ -56,6 +60,11 @@ def _installed(package: NpmPackage, prefix: Path) -> Path | None:
     return folder if found == package.version else None
 
 
+def installed(package: NpmPackage) -> Path | None:
+    """The package's folder in the cache when that version is installed there, else None."""
+    return _installed(package, _prefix(package, npm_cache()))
+
+
 def package_dir(package: NpmPackage = TASKS_VISION) -> Path:
     """The installed package's folder, installing it with npm on first use (into a temp
     folder renamed into place); a UsageError naming the way out when npm is missing or fails."""
@@ -67,7 +76,7 @@ def package_dir(package: NpmPackage = TASKS_VISION) -> Path:
     npm = shutil.which("npm")
     if npm is None:
         raise UsageError(
-            f"npm not found: the web app copies {package.spec} from npm; install Node.js "
+            f"npm not found: the web runtimes and app use {package.spec} from npm; install Node.js "
             f"(with npm), set {CACHE_ENV} to a folder holding it, {how}"
         )
     try:
