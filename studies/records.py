@@ -54,6 +54,7 @@ FIGURES = {  # the keys a row of each kind carries besides its provenance
     "stream_memory": ("rss", "loader", "step", "epoch"),
     "train_throughput": ("batch", "results"),
     "verify": ("model", "preset"),
+    "web_bench": ("model", "preset", "browser", "rows"),
 }
 # MACs per image at 10 classes, worked out by hand from each preset's architecture (the
 # derivations: tests/test_macs.py, which pins the same counts against toolkit's count_macs)
@@ -414,6 +415,17 @@ def _export_size(row: dict) -> str:
     return ", ".join(parts)
 
 
+def _web_bench(row: dict) -> str:
+    """p50 of each file per library and thread count, batch 1."""
+    ok = [r for r in row["rows"] if r["status"] == "ok"]
+    return ", ".join(
+        f"{r['format']} {r['runtime']}"
+        + (f" {r['threads']}t" if r.get("threads") else "")
+        + f" {r['p50_ms']:.2f} ms"
+        for r in ok
+    )
+
+
 def _nothing(row: dict) -> str:
     """No figures cell for a kind without a summary."""
     return ""
@@ -438,6 +450,7 @@ SUMMARY: dict[str, Callable[[dict], str]] = {
     "stream_memory": _stream_memory,
     "train_throughput": _train_throughput,
     "verify": _verify,
+    "web_bench": _web_bench,
 }
 
 

@@ -405,6 +405,7 @@ def test_bench_rows_cover_artifacts_runtimes_and_batches(benched):
     expected = {("keras", "keras"), ("onnx", "ort-cpu"), ("onnx", "ort-cuda")}
     expected |= {("tflite", "litert"), ("tflite-int8", "litert")}
     expected |= {("tflite", "mediapipe"), ("tflite-int8", "mediapipe")}  # an app's path
+    # the browser's web-* rows only when asked for (tests/test_web_bench_verify.py)
     assert cells == {(f, r, b) for f, r in expected for b in (1, 2)}
     macs = json.loads((run / "metrics.json").read_text())["macs_per_image"]
     files = {r["file"]: run / "export" / r["file"] for r in result["rows"]}

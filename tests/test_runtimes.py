@@ -15,6 +15,8 @@ from toolkit.data.shapes import generate_shapes
 from toolkit.models import build_model, get_preset
 from toolkit.runtimes import (
     DEFAULT_RUNTIME,
+    DEFAULT_RUNTIMES,
+    DEFAULT_VERIFIED,
     RUNTIMES,
     VERIFIED_RUNTIMES,
     RuntimeOptions,
@@ -75,7 +77,12 @@ def random_images(n: int, seed: int = 0) -> np.ndarray:
 def test_registry_covers_every_suffix():
     web = {"web-mediapipe", "web-litert", "web-ort"}  # toolkit/runtimes/web/libraries.py
     assert set(RUNTIMES) == {"keras", "litert", "mediapipe", "ort-cpu", "ort-cuda"} | web
-    assert set(VERIFIED_RUNTIMES) == set(RUNTIMES) - {"mediapipe"} - web
+    # the browser runtimes: verify's model level alone (MediaPipe's, like mediapipe, none)
+    assert set(VERIFIED_RUNTIMES) == set(RUNTIMES) - {"mediapipe", "web-mediapipe"}
+    assert {n for n, r in RUNTIMES.items() if r.levels == ("models",)} == web - {"web-mediapipe"}
+    # bench's and verify's default lists: each browser row starts a Chromium, so asked by name
+    assert set(DEFAULT_RUNTIMES) == set(RUNTIMES) - web
+    assert set(DEFAULT_VERIFIED) == set(VERIFIED_RUNTIMES) - web
     for name, entry in RUNTIMES.items():
         assert entry.name == name and entry.description
     for suffix, name in DEFAULT_RUNTIME.items():
@@ -85,7 +92,7 @@ def test_registry_covers_every_suffix():
     assert RUNTIMES["ort-cpu"].unavailable() is None
 
 
-@pytest.mark.parametrize("runtime", list(VERIFIED_RUNTIMES))
+@pytest.mark.parametrize("runtime", [n for n, r in VERIFIED_RUNTIMES.items() if "ops" in r.levels])
 def test_runtime_matches_keras(artifacts, runtime):
     """fp32 logits of every verified runtime match the in-memory Keras model within 1e-4 (the
     mediapipe runtime takes app files only: tests/test_app_ready.py checks it)."""

@@ -1,7 +1,8 @@
 """`toolkit ship`'s pages in a real headless Chromium (Debian's, driven by Playwright for
 Python; `make test` installs both): report.html renders offline with its charts drawn, and the
-web app classifies test images with MediaPipe Tasks' web client as LiteRT does in Python, with
-the class names of the file's metadata. A missing browser fails here: it is an install step.
+web app classifies test images as Python does, with MediaPipe Tasks' web client (class names from
+the file's metadata) and with the other libraries a web pick may name (LiteRT.js, onnxruntime-web:
+class names from the bundle's labels.txt). A missing browser fails here: it is an install step.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from toolkit.runfiles import read_bench, read_verify, verify_path
 from toolkit.runfiles.data import load_split
 from toolkit.runfiles.folder import LABELS_FILE, open_run
 from toolkit.runtimes import open_artifact
+from toolkit.runtimes.web.libraries import LIBRARIES
+from toolkit.ship import serve
 from toolkit.ship.measurements import read_measurements
 from toolkit.ship.picks import Pick
 from toolkit.ship.report import REPORT_FILE, write_report
@@ -49,9 +52,9 @@ LOCAL_SCHEMES = ("file", "data", "blob")
 CLOSE_A_CLASSIFIER = """async () => {
     const blocked = [];
     document.addEventListener("securitypolicyviolation", (e) => blocked.push(e.blockedURI));
-    const lib = await import("./mediapipe/vision_bundle.mjs");
+    const lib = await import("./lib/@mediapipe/tasks-vision/vision_bundle.mjs");
     const wasm = await lib.FilesetResolver.forVisionTasks(
-        new URL("./mediapipe/wasm", location.href).href);
+        new URL("./lib/@mediapipe/tasks-vision/wasm", location.href).href);
     const classifier = await lib.ImageClassifier.createFromOptions(wasm, {
         baseOptions: {modelAssetPath: document.querySelector("main").dataset.model,
                       delegate: "CPU"},
@@ -105,10 +108,13 @@ def shipped(tmp_path_factory) -> tuple[Path, Path, dict[str, Pick]]:
 
     root = tmp_path_factory.mktemp("ship")
     run = Path(train(TrainOptions("shiftvit", "tiny", DATA, epochs=EPOCHS), out=root / "run"))
-    export_run(run, "tflite,tflite-int8", calib_samples=64)
-    report = verify_run(run, level="models", runtimes="litert")
+    export_run(run, "tflite,tflite-int8,onnx", calib_samples=64)
+    report = verify_run(run, level="models", runtimes="litert,ort-cpu")
     save_report(run, report, verify_path(run), record=False)
-    bench_run(run, runtime="litert,mediapipe", format="tflite,tflite-int8", seconds=0.2, warmup=2)
+    bench_run(
+        run, runtime="litert,mediapipe,web-litert", format="tflite,tflite-int8", seconds=0.2,
+        warmup=2,
+    )  # fmt: skip
     picks = _picks(run)
     bundle = root / "bundle"
     bundle.mkdir()
@@ -150,6 +156,20 @@ class Watched:
 def _local(url: str) -> bool:
     parsed = urlparse(url)
     return parsed.scheme in LOCAL_SCHEMES or parsed.hostname in LOCAL_HOSTS
+
+
+def _classified(page, paths: list[str]) -> list[list]:
+    """The web app's results for `paths` uploaded at once: per image [file, error, top class
+    index, its name, its score] (-1 and None where there is none)."""
+    page.set_input_files("#files", paths)
+    page.locator(f"#results > li:nth-child({len(paths)})").wait_for(timeout=WAIT_MS)
+    page.locator("#status[data-state=ready]").wait_for(timeout=WAIT_MS)
+    return page.locator("#results > li").evaluate_all(
+        "items => items.map(i => { const top = i.querySelector('ol > li');"
+        " return [i.dataset.file, i.dataset.error ?? null,"
+        " top ? Number(top.dataset.index) : -1, top ? top.dataset.name : null,"
+        " top ? Number(top.dataset.score) : -1]; })"
+    )
 
 
 def _coloured_share(png: bytes) -> float:
@@ -196,6 +216,17 @@ def test_report_renders_offline_with_its_charts(shipped, browser):
         if cell["file"] in {p.file for p in picks.values()}:
             top1 = cell["metrics"]["top1_accuracy"]
             assert f"{cell['file']} (top-1 {100 * top1:.2f}%)" in legend
+    # the browser rows beside the native ones, each named by its library and thread count
+    table = page.locator("#tradeoff table").inner_text()
+    web_rows = [r for r in read_bench(run).rows if r.runtime == "web-litert" and r.ok]
+    assert web_rows and all(r.raw.get("threads") for r in web_rows)
+    for r in web_rows:
+        threads = r.raw["threads"]
+        assert f"web-litert, wasm, {threads} thread{'s' if threads > 1 else ''}" in table
+    titles = page.locator("figure#scatter svg .mark title").evaluate_all(
+        "ts => ts.map(t => t.textContent)"
+    )
+    assert sum("in web-litert" in t for t in titles) == len(web_rows)
     picks_text = page.locator("#picks").inner_text()
     for target, pick in picks.items():
         assert target in picks_text and pick.file in picks_text
@@ -244,21 +275,14 @@ def test_web_app_classifies_as_litert_does(shipped, browser, server, tmp_path):
     page = watched.page
     page.goto(f"{server}/{WEB_DIR}/index.html")
     page.locator("#status[data-state=ready]").wait_for(timeout=WAIT_MS)
-    page.set_input_files("#files", paths)
-    page.locator(f"#results > li:nth-child({WEB_IMAGES})").wait_for(timeout=WAIT_MS)
-    page.locator("#status[data-state=ready]").wait_for(timeout=WAIT_MS)
-    shown = page.locator("#results > li").evaluate_all(
-        "items => items.map(i => { const top = i.querySelector('ol > li');"
-        " return [i.dataset.file, i.dataset.error ?? null,"
-        " top ? Number(top.dataset.index) : -1, top ? top.dataset.name : null]; })"
-    )
+    shown = _classified(page, paths)
     assert [s[1] for s in shown] == [None] * WEB_IMAGES  # every image decoded and classified
     assert [s[0] for s in shown] == [Path(p).name for p in paths]
     got = np.array([s[2] for s in shown])
     agreement = float(np.mean(got == expected))
     assert agreement >= 0.99, f"top-1 agreement {agreement:.1%} with LiteRT"
     assert len(set(got.tolist())) > 1  # a model with one answer would agree trivially
-    assert all(name == names[index] for _, _, index, name in shown)
+    assert all(name == names[index] for _, _, index, name, _ in shown)
     page_text = (web / "index.html").read_text() + (web / "app.js").read_text()
     assert not any(name in page_text for name in ("horizontal_bar", "vertical_bar", "dot_grid"))
 
@@ -284,3 +308,78 @@ def test_the_library_posts_its_usage_log_where_the_csp_allows_it(shipped, browse
     with page.expect_request(usage_log, timeout=WAIT_MS):
         assert page.evaluate(CLOSE_A_CLASSIFIER)["blocked"] == []
     context.close()
+
+
+# library -> (format, the Python runtime the page must agree with)
+LIBRARY_PICKS = {"web-litert": ("tflite-int8", "litert"), "web-ort": ("onnx", "ort-cpu")}
+
+
+def _library_pick(run: Path, library: str) -> Pick:
+    """A web pick of the run's file in `library`, as `choose` makes one from browser rows."""
+    fmt, _ = LIBRARY_PICKS[library]
+    verify = read_verify(run).to_json()["models"]
+    cell = next(c for c in verify["cells"] if c["format"] == fmt)
+    file = cell["file"]
+    top1 = cell["metrics"]["top1_accuracy"]
+    float_top1 = verify["reference"]["top1_accuracy"]
+    size = (run / "export" / file).stat().st_size
+    return Pick("web", fmt, file, library, 1.0, top1, float_top1, None, size, library=library,
+                threads=2, measured_top1=top1)  # fmt: skip
+
+
+@pytest.fixture
+def isolated(tmp_path) -> Iterator:
+    """A factory: the folder served as `toolkit ship --serve` serves it (cross-origin isolation
+    headers included); its base URL."""
+    servers = []
+
+    def start(folder: Path) -> str:
+        httpd = serve.bind(folder, 0)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        servers.append(httpd)
+        return serve.url(httpd).rstrip("/")
+
+    yield start
+    for httpd in servers:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.mark.parametrize("library", LIBRARY_PICKS)
+def test_web_app_classifies_with_the_picked_library(shipped, browser, isolated, library, tmp_path):
+    """A bundle whose web pick was made in LiteRT.js (uint8 input) or onnxruntime-web (float32
+    input, logits out): the page loads that library alone, from the bundle, on every core
+    (served with --serve's isolation headers), and its top-1 on WEB_IMAGES uploaded test images
+    agrees with the same file in Python for >= 99% of them, named from labels.txt."""
+    run = shipped[0]
+    pick = _library_pick(run, library)
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    shutil.copyfile(run / "export" / pick.file, bundle / pick.file)
+    write_web_app(bundle, Shipment(open_run(run), read_measurements(run), {"web": pick}, 100.0))
+    paths, images = _test_images(run, tmp_path / "images")
+    session = open_artifact(bundle / WEB_DIR / pick.file, LIBRARY_PICKS[library][1])
+    expected = session.run(images.astype(np.float32))
+    names = (run / LABELS_FILE).read_text().splitlines()
+
+    watched = Watched(browser)
+    page = watched.page
+    page.goto(f"{isolated(bundle)}/{WEB_DIR}/index.html")
+    page.locator("#status[data-state=ready]").wait_for(timeout=WAIT_MS)
+    assert page.evaluate("() => crossOriginIsolated")
+    cores = page.evaluate("() => navigator.hardwareConcurrency")
+    assert page.locator("main").get_attribute("data-threads") == str(cores)
+    shown = [s[1:] for s in _classified(page, paths)]
+    assert [s[0] for s in shown] == [None] * WEB_IMAGES
+    got = np.array([s[1] for s in shown])
+    agreement = float(np.mean(got == expected.argmax(axis=1)))
+    assert agreement >= 0.99, f"top-1 agreement {agreement:.1%} with {LIBRARY_PICKS[library][1]}"
+    assert len(set(got.tolist())) > 1
+    assert all(name == names[index] for _, index, name, _ in shown)
+    assert all(0 < score <= 1 for *_, score in shown)  # probabilities (ORT's logits softmaxed)
+    package = LIBRARIES[library].package.name
+    assert any(f"/{WEB_DIR}/lib/{package}/" in u for u in watched.requests)
+    assert not any("mediapipe" in u for u in watched.requests)
+    assert watched.off_machine() == []
+    assert [e for e in watched.errors if e.startswith("uncaught")] == []  # LiteRT logs as errors
+    page.close()

@@ -24,6 +24,7 @@ from test_ship_web import _cached_package
 from tiny_runs import copy_tiny_run
 
 from toolkit.runtimes.web import npm
+from toolkit.runtimes.web.libraries import LIBRARIES
 from toolkit.ship import bundle, webapp
 from toolkit.ship.bundle import SHIP_KEY
 
@@ -190,7 +191,8 @@ def test_a_probe_a_killed_write_check_left_is_removed_by_the_next_ship(tmp_path,
 def web_app(tmp_path, monkeypatch) -> WebParts:
     """The real web app writer on a stand-in npm package; the report a stand-in."""
     monkeypatch.setenv(npm.CACHE_ENV, str(tmp_path / "npm-cache"))
-    _cached_package(tmp_path / "npm-cache")
+    for library in LIBRARIES:  # each library the web pick may name
+        _cached_package(tmp_path / "npm-cache", library)
     parts = WebParts(monkeypatch)
     monkeypatch.setattr(bundle, "write_web_app", webapp.write_web_app)
     monkeypatch.setattr(bundle, "package_dir", npm.package_dir)
@@ -215,7 +217,7 @@ def test_a_full_disk_while_copying_the_wasm_files_is_one_line_and_keeps_the_bund
     run = write_run(tmp_path)
     out = run / "ship"
     assert ship(run, "--target", "web") == 0
-    assert (out / "web" / "mediapipe" / "wasm" / "vision_wasm_internal.wasm").is_file()
+    assert (out / "web" / "lib" / "@litertjs" / "core" / "wasm" / "stand-in.wasm").is_file()
     (out / "MY_NOTES.txt").write_text("my notes")
     before = tree(out)
     capsys.readouterr()

@@ -15,6 +15,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from tiny_runs import copy_tiny_run
 
 from toolkit.cli.main import main
 from toolkit.data import load_data
@@ -70,8 +71,8 @@ def test_train_writes_a_complete_run_folder(tmp_path):
     np.testing.assert_array_equal(model.predict(x, verbose=0), again.predict(x, verbose=0))
 
 
-def test_eval_command_reports_the_run_accuracy(tmp_path, capsys):
-    out = train(TrainOptions("vit", "tiny", "shapes:400", epochs=1), out=tmp_path / "run")
+def test_eval_command_reports_the_run_accuracy(tiny_runs, tmp_path, capsys):
+    out = copy_tiny_run(tiny_runs.trained("shiftvit"), tmp_path / "run")
     assert main(["eval", str(out)]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert f"top-1 {metrics['test_top1']:.2%}" in capsys.readouterr().out

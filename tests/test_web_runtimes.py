@@ -6,7 +6,6 @@ One browser serves the module (a module fixture); `toolkit bench` starts its own
 
 from __future__ import annotations
 
-import json
 import os
 import urllib.error
 import urllib.request
@@ -14,9 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_runs import copy_tiny_run
 
-from toolkit.cli.main import main
 from toolkit.common.errors import UsageError
 from toolkit.formats import FORMATS
 from toolkit.runfiles.data import load_split
@@ -209,16 +206,3 @@ def _without_metadata(data: bytes) -> bytes:
     """The .tflite's bytes with its metadata entry renamed (as another program's file)."""
     assert data.count(b"TFLITE_METADATA") == 1
     return data.replace(b"TFLITE_METADATA", b"OTHER_METADATA_")
-
-
-def test_bench_times_a_web_runtime_in_the_page(run, tmp_path, monkeypatch):
-    """`toolkit bench --runtime web-litert`: an ok row with p50, the library named."""
-    copy = copy_tiny_run(run, tmp_path / "run")
-    monkeypatch.setenv(npm.CACHE_ENV, str(npm.npm_cache()))  # kept when the cache moves
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the roofline's models
-    argv = ["bench", str(copy), "--runtime", "web-litert", "--format", "tflite"]
-    assert main([*argv, "--seconds", "0.3"]) == 0
-    (row,) = json.loads((copy / "bench.json").read_text())["rows"]
-    assert row["runtime"] == "web-litert" and row["status"] == "ok", row.get("reason")
-    assert 0 < row["min_ms"] <= row["p50_ms"] <= row["max_ms"] and row["runs"] >= 1
-    assert "@litertjs/core" in row["providers"][0] and "Chromium" in row["providers"][0]

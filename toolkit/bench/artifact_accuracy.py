@@ -20,10 +20,17 @@ from toolkit.common.errors import UsageError
 from toolkit.runfiles.data import load_split
 from toolkit.runfiles.folder import MODEL_FILE, open_run
 from toolkit.runtimes import open_artifact, run_in_chunks
+from toolkit.runtimes.base import close_session
 
 
-def _logits(path: Path, images: np.ndarray, batch: int) -> np.ndarray:
-    return run_in_chunks(open_artifact(path).run, images, batch)
+def _logits(path: Path, images: np.ndarray, batch: int, runtime: str | None = None) -> np.ndarray:
+    """`path`'s outputs on `images` in `runtime` (default: by suffix), the session closed after
+    (a browser runtime's page and Playwright end before another opens)."""
+    session = open_artifact(path, runtime)
+    try:
+        return run_in_chunks(session.run, images, batch)
+    finally:
+        close_session(session)
 
 
 def test_split(run_dir: Path, data_spec: str | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -33,9 +40,15 @@ def test_split(run_dir: Path, data_spec: str | None = None) -> tuple[np.ndarray,
     return images, labels
 
 
-def top1(path: Path, images: np.ndarray, labels: np.ndarray, batch: int = 64) -> float:
-    """Top-1 of one artifact (its default runtime) on `images`."""
-    return accuracy.top1(_logits(path, images, batch), labels)
+def top1(
+    path: Path,
+    images: np.ndarray,
+    labels: np.ndarray,
+    batch: int = 64,
+    runtime: str | None = None,
+) -> float:
+    """Top-1 of one artifact on `images`, in `runtime` (default: the file's by suffix)."""
+    return accuracy.top1(_logits(path, images, batch, runtime), labels)
 
 
 def measure(run_dir: Path, data_spec: str | None = None, batch: int = 64) -> list[dict]:

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolkit.bench import interleaved
+from toolkit.bench import interleaved, web
 from toolkit.bench.folder import BenchFolder, open_folder
 from toolkit.bench.suite import KERAS_FORMAT, Artifact, Plan, run_suite
 from toolkit.common.argtypes import choose_names, comma_items, positive_ints
@@ -61,7 +61,7 @@ class BenchOptions:
     or sequences of names)."""
 
     run: Path
-    runtime: str | Sequence[str] = "all"
+    runtime: str | Sequence[str] | None = None  # None: DEFAULT_RUNTIMES (all but the browser's)
     format: str | Sequence[str] = "all"
     batch: str | Sequence[int] = "1"
     threads: int | None = None  # ORT/LiteRT threads (default: the core count)
@@ -79,7 +79,7 @@ class BenchOptions:
         """Sequences of names or sizes as the comma lists the command line gives."""
         for name in ("runtime", "format", "batch"):
             value = getattr(self, name)
-            if not isinstance(value, str):
+            if value is not None and not isinstance(value, str):
                 object.__setattr__(self, name, ",".join(map(str, value)))
         object.__setattr__(self, "run", Path(self.run))
 
@@ -154,15 +154,22 @@ def _protocol(args: BenchOptions) -> Protocol:
     return Protocol(args.warmup, args.runs, seconds)
 
 
+def chosen_runtimes(spec: str | Sequence[str] | None) -> list[str]:
+    """The runtimes `--runtime` names (`all`: every one), in its order; None: the default
+    ones, every runtime but the browser's (their rows start a Chromium each)."""
+    from toolkit.runtimes import DEFAULT_RUNTIMES, RUNTIMES
+
+    return choose_names(spec or DEFAULT_RUNTIMES, RUNTIMES, "--runtime", keep_order=True)
+
+
 def make_plan(args: BenchOptions) -> Plan:
     """Check every argument and the folder; nothing is written before this succeeds."""
     from toolkit.common import atomic
-    from toolkit.runtimes import RUNTIMES
 
     check_mode_options(args)
     protocol = _protocol(args)
     batches = parse_batches(args.batch)
-    runtimes = choose_names(args.runtime, RUNTIMES, "--runtime", keep_order=True)
+    runtimes = chosen_runtimes(args.runtime)
     folder = open_folder(args.run)
     run = folder.run
     if run is not None:
@@ -208,14 +215,23 @@ def make_plan(args: BenchOptions) -> Plan:
         macs_per_image=sum(layer.macs for layer in layers) if run is not None else export_macs,
         layers=tuple(layers),
         data_spec=args.data,
-        command=_command(args, runtimes, formats, batches, protocol, threads),
+        command=_command(args, runtimes, formats, batches, protocol),
         test_split=split,
         model=folder.model,
         preset=folder.preset,
         kind=folder.kind,
         no_top1=None if run is not None else NO_TOP1,
         no_macs=args.no_roofline if run is not None else (NO_ROOFLINE if export_macs else NO_MACS),
+        web_threads=args.threads,
+        web_protocol=_web_protocol(args, protocol),
     )
+
+
+def _web_protocol(args: BenchOptions, protocol: Protocol) -> Protocol:
+    """The web rows' protocol: `protocol`, but web.WEB_SECONDS where no budget was given."""
+    if args.runs is None and args.seconds is None:
+        return Protocol(protocol.warmup, None, web.WEB_SECONDS)
+    return protocol
 
 
 def _opens(runtime: str, path: Path) -> bool:
@@ -280,11 +296,13 @@ def layer_costs_of(run) -> list[LayerCost]:
     return layer_costs(net)
 
 
-def _command(args: BenchOptions, runtimes, formats, batches, protocol: Protocol, threads) -> str:
+def _command(args: BenchOptions, runtimes, formats, batches, protocol: Protocol) -> str:
     """The exact `toolkit bench` command line that reproduces this plan."""
     argv = ["toolkit", "bench", str(args.run), "--runtime", ",".join(runtimes)]
     argv += ["--format", ",".join(formats), "--batch", ",".join(map(str, batches))]
-    argv += ["--threads", str(threads), "--warmup", str(protocol.warmup)]
+    # --threads only as given: without it the web rows run at 1 and at the page's most
+    argv += ["--threads", str(args.threads)] if args.threads is not None else []
+    argv += ["--warmup", str(protocol.warmup)]
     argv += ["--runs", str(protocol.runs)] if protocol.runs is not None else []
     argv += ["--seconds", f"{protocol.seconds:g}"] if protocol.seconds is not None else []
     return shlex.join(argv + (["--data", args.data] if args.data else []))
@@ -317,7 +335,7 @@ def bench_run(folder: str | Path | BenchOptions, quiet: bool = True, **options) 
     args = folder if isinstance(folder, BenchOptions) else BenchOptions(Path(folder), **options)
     plan = make_plan(args)
     if not quiet:
-        n = len(plan.cells())
+        n = len(plan.rows())
         print(f"benchmarking {n} rows of {plan.run_dir} ({plan.command})", flush=True)
     result = run_suite(plan)  # one progress line per row on stderr; the table at the end
     if not quiet:  # shown before writing: a full disk then loses no measurement
@@ -329,9 +347,8 @@ def bench_run(folder: str | Path | BenchOptions, quiet: bool = True, **options) 
 def _interleaved_files(args: BenchOptions, folder: BenchFolder) -> dict[str, tuple[Path, str]]:
     """Format -> (file, CPU runtime) of the files `--format` and `--runtime` pick that LiteRT or
     ONNX Runtime CPU opens; none is a UsageError."""
-    from toolkit.runtimes import RUNTIMES
 
-    runtimes = choose_names(args.runtime, RUNTIMES, "--runtime", keep_order=True)
+    runtimes = chosen_runtimes(args.runtime)
     files = folder.files()
     formats = choose_formats(args.format, folder, files)
     folder.check_unmodified(formats, args.allow_modified)

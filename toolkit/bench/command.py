@@ -10,6 +10,7 @@ from pathlib import Path
 
 from toolkit.bench import interleaved
 from toolkit.bench.benchmark import DEFAULT_SECONDS, BenchOptions, bench_interleaved, bench_run
+from toolkit.bench.web import WEB_SECONDS
 from toolkit.common import atomic
 from toolkit.common.argtypes import finite_float, positive_int
 from toolkit.runfiles.folder import BENCH_FILES
@@ -24,7 +25,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="run folder, exported with `toolkit export`; or an export folder (model.json and "
         "its files) copied without the run: no Keras needed",
     )
-    p.add_argument("--runtime", default="all", help="comma list of runtimes (default all)")
+    p.add_argument(
+        "--runtime",
+        help="comma list of runtimes (default: all but the browser's web-*, which `all` or their "
+        "names add)",
+    )
     p.add_argument(
         "--format",
         "--formats",
@@ -33,10 +38,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="comma list of formats and/or keras (default all)",
     )
     p.add_argument("--batch", default="1", help="comma list of batch sizes (default 1)")
-    p.add_argument("--threads", type=int, help="ORT/LiteRT threads (default: the core count)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="ORT/LiteRT threads (default: the core count); the web-* rows' (default: a row at "
+        "1 and one at the most the page may use)",
+    )
     p.add_argument("--runs", type=int, help="stop after this many timed calls")
     p.add_argument(
-        "--seconds", type=finite_float, help=f"time budget per row (default {DEFAULT_SECONDS:g})"
+        "--seconds",
+        type=finite_float,
+        help=f"time budget per row (default {DEFAULT_SECONDS:g}; the web-* rows {WEB_SECONDS:g})",
     )
     p.add_argument("--warmup", type=int, default=10, help="untimed calls first (default 10)")
     p.add_argument("--data", help="data spec for top-1 (default: the run's); test split used")

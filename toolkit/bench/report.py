@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from toolkit.bench import web
 from toolkit.bench.machine import cpu_text
 
 MB = 1 << 20
@@ -24,9 +25,10 @@ def _status(row: dict) -> str:
 # header -> cell of a row; the terminal and the markdown table share it
 COLUMNS: dict[str, Callable[[dict], str]] = {
     "format": lambda r: r["format"],
-    "runtime": lambda r: r["runtime"],
+    "runtime": lambda r: r["runtime"] + (f" {r['backend']}" if r.get("backend") else ""),
     "batch": lambda r: str(r["batch"]),
     "status": _status,
+    "threads": lambda r: "-" if r.get("threads") is None else str(r["threads"]),
     "p50 ms": _num("p50_ms", ".3f"),
     "p90 ms": _num("p90_ms", ".3f"),
     "p99 ms": _num("p99_ms", ".3f"),
@@ -55,7 +57,8 @@ def _cells(rows: list[dict]) -> list[list[str]]:
 def reasons(rows: list[dict]) -> list[str]:
     """One line per row that did not run: which row, and why."""
     return [
-        f"{r['format']} on {r['runtime']} (batch {r['batch']}): {r['status']}: {r['reason']}"
+        f"{r['format']} on {COLUMNS['runtime'](r)} (batch {r['batch']}): {r['status']}: "
+        f"{r['reason']}"
         for r in rows
         if r["status"] != "ok"
     ]
@@ -89,7 +92,18 @@ def not_measured(result: dict) -> list[str]:
         macs = any(row.get("gmacs") is not None for row in result["rows"])
         what = "the roofline" if macs else "MACs, GMAC/s and the roofline"
         lines.append(f"{what}: not available: {why}")
+    if any(web.is_web(row["runtime"]) for row in result["rows"]):
+        lines.append(f"of peak, of roofline: {web.NO_ROOFLINE}")
     return lines
+
+
+def web_lines(rows: list[dict]) -> list[str]:
+    """The library and browser each web runtime's rows ran in (their `providers`), one line
+    per distinct setup."""
+    web_rows = [r for r in rows if web.is_web(r["runtime"])]
+    return list(
+        dict.fromkeys(f"- {r['runtime']}: {p}" for r in web_rows for p in r.get("providers", []))
+    )
 
 
 def roofline_lines(result: dict) -> list[str]:
@@ -149,24 +163,37 @@ def settings_lines(rows: list[dict]) -> list[str]:
     ]
 
 
+def _budget(protocol: dict) -> str:
+    """A protocol's stop: "N runs or S s"."""
+    runs, seconds = protocol["runs"], protocol["seconds"]
+    return " or ".join(
+        x for x in (f"{runs} runs" if runs else "", f"{seconds} s" if seconds else "") if x
+    )
+
+
+def web_protocol_lines(protocol: dict) -> list[str]:
+    """How the web-* rows were timed, when there were any."""
+    w = protocol.get("web")
+    if not w:
+        return []
+    return [
+        f"- web-* rows: {w['warmup']} warmup calls, then {_budget(w)}; threads {w['threads']}; "
+        f"{w['timer']}"
+    ]
+
+
 def markdown(result: dict) -> str:
     """bench.md: what ran where, the table, the roofline and the reasons."""
     m = result["machine"]
     v = m["versions"]
     proto = result["protocol"]
-    budget = " or ".join(
-        x
-        for x in (
-            f"{proto['runs']} runs" if proto["runs"] else "",
-            f"{proto['seconds']} s" if proto["seconds"] else "",
-        )
-        if x
-    )
+    budget = _budget(proto)
     data = result["data"]
     kind = result.get("kind", "run folder")
     top1 = (
         f"- top-1 on the test split of {data['spec'] or 'the run data'}"
         f" ({data['samples'] or '?'} images), computed once per file on its default runtime"
+        " (the web-* rows': in the browser, by that runtime)"
     )
     lines = [
         f"# toolkit bench: {result['model']} {result['preset']} ({kind} {result['run']})",
@@ -181,6 +208,8 @@ def markdown(result: dict) -> str:
         *([] if data.get("not_computed") else [top1]),
         "- spread: (max - min) / median of the p50 of 5 consecutive slices of the timed calls",
         *settings_lines(result["rows"]),
+        *web_protocol_lines(proto),
+        *web_lines(result["rows"]),
         *([f"- top-1 not computed: {data['error']}"] if data.get("error") else []),
         *(f"- {line}" for line in not_measured(result)),
         "",

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from toolkit.bench import roofline
+from toolkit.bench import roofline, web
 from toolkit.bench.machine import describe
 from toolkit.common.progress import progress
 from toolkit.formats import FORMATS
@@ -55,6 +55,8 @@ class Plan:
     kind: str = "run folder"  # or "export folder": model.json's files without their run
     no_top1: str | None = None  # why no top-1 is computed (an export folder has no data)
     no_macs: str | None = None  # why MACs, GMAC/s and the roofline are not available
+    web_threads: int | None = None  # --threads as given: the web rows' (else 1 and the most)
+    web_protocol: Protocol | None = None  # the web rows' protocol, when not `protocol`
 
     def cells(self) -> list[tuple[Artifact, str, int]]:
         """Every (artifact, runtime, batch) row in table order; a file whose format fixes its
@@ -68,6 +70,31 @@ class Plan:
             if fixed_batch(a.format) in (None, b)
         ]
 
+    def rows(self) -> list[Cell]:
+        """Every timed row in table order: a cell per thread request of its runtime (`threads`
+        for the native ones; the web ones' at one thread and the page's most, bench/web.py)."""
+        return [Cell(a, r, b, t) for a, r, b in self.cells() for t in self.thread_requests(r)]
+
+    def thread_requests(self, runtime: str) -> tuple[int | None, ...]:
+        """The thread counts `runtime`'s rows ask for, a row each."""
+        if web.is_web(runtime):
+            return web.thread_requests(runtime, self.web_threads)
+        return (self.threads,)
+
+    def protocol_of(self, runtime: str) -> Protocol:
+        """How long `runtime`'s rows are timed (the web rows' own default budget)."""
+        return (self.web_protocol or self.protocol) if web.is_web(runtime) else self.protocol
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One timed row: an artifact in a runtime at a batch size, asking for `threads`."""
+
+    artifact: Artifact
+    runtime: str
+    batch: int
+    threads: int | None
+
 
 def fixed_batch(fmt: str) -> int | None:
     """The one batch size format `fmt`'s file takes (its FORMATS row), or None: any."""
@@ -75,9 +102,9 @@ def fixed_batch(fmt: str) -> int | None:
     return row.batch if row is not None else None
 
 
-def measure_row(plan: Plan, artifact: Artifact, runtime: str, batch: int) -> dict:
-    """One row; a runtime that cannot run here is `unavailable` without starting a worker."""
-    base = {
+def row_base(plan: Plan, artifact: Artifact, runtime: str, batch: int) -> dict:
+    """The fields every row of `artifact` on `runtime` at `batch` opens with."""
+    return {
         "format": artifact.format,
         "file": artifact.path.name,
         "runtime": runtime,
@@ -86,18 +113,43 @@ def measure_row(plan: Plan, artifact: Artifact, runtime: str, batch: int) -> dic
         "sha256": sha256(artifact.path) if artifact.path.is_file() else None,  # what was timed
         "macs_per_image": plan.macs_per_image,
     }
+
+
+def measure_row(plan: Plan, cell: Cell) -> dict:
+    """One row; a runtime that cannot run here is `unavailable` without starting a worker."""
+    artifact, runtime, batch = cell.artifact, cell.runtime, cell.batch
+    base = row_base(plan, artifact, runtime, batch)
+    if web.is_web(runtime):  # what the row asked for; the page's answer replaces it
+        base.update(threads=cell.threads, backend="wasm")
     reason = RUNTIMES[runtime].unavailable()
     if reason is not None:
         return {**base, "status": "unavailable", "reason": reason}
-    row = {**base, **run_worker(artifact.path, runtime, batch, plan.protocol, plan.threads)}
+    timed = run_worker(artifact.path, runtime, batch, plan.protocol_of(runtime), cell.threads)
+    row = {**base, **timed, **(web.web_fields(timed) if web.is_web(runtime) else {})}
     row.pop("artifact", None)
     if row["status"] == "ok" and plan.macs_per_image:
         row["gmacs"] = plan.macs_per_image * batch / (row["p50_ms"] * 1e6)
     return row
 
 
+def webgpu_rows(plan: Plan) -> list[dict]:
+    """A WebGPU row per web runtime of the plan (its first file and batch), not timed: why not,
+    checked once per bench (toolkit/bench/web.py)."""
+    first: dict[str, tuple[Artifact, int]] = {}
+    for artifact, runtime, batch in plan.cells():
+        if web.is_web(runtime):
+            first.setdefault(runtime, (artifact, batch))
+    reasons = web.webgpu_reasons(list(first)) if first else {}
+    return [
+        {**row_base(plan, artifact, runtime, batch), "threads": None, "backend": "webgpu",
+         "status": "unavailable", "reason": reasons[runtime]}
+        for runtime, (artifact, batch) in first.items()
+    ]  # fmt: skip
+
+
 def attach_accuracy(plan: Plan, rows: list[dict]) -> dict:
-    """top1 on every row of an artifact that ran, computed once per file and cached by sha256."""
+    """top1 on every row of an artifact that ran, computed once per file (and per web runtime:
+    in the browser) and cached by sha256 (web.top1_source says which)."""
     from toolkit.bench.artifact_accuracy import test_split, top1
     from toolkit.common import atomic
 
@@ -106,22 +158,25 @@ def attach_accuracy(plan: Plan, rows: list[dict]) -> dict:
         cache = json.loads(cache_path.read_text())
     except (OSError, ValueError):
         cache = {}
-    ran = {r["file"] for r in rows if r["status"] == "ok"}
+    ran = {(r["file"], web.top1_source(r)) for r in rows if r["status"] == "ok"}
     split = plan.test_split  # None: the run's own data, loaded when a top-1 is missing
     info: dict = {"spec": plan.data_spec, "samples": None}
-    for artifact in plan.artifacts:
-        if artifact.path.name not in ran:
-            continue
+    for artifact, source in sorted(
+        ((a, s) for a in plan.artifacts for f, s in ran if f == a.path.name and s is not None),
+        key=lambda pair: (plan.artifacts.index(pair[0]), pair[1]),
+    ):
         key = f"{plan.data_spec or 'run data'}:{sha256(artifact.path)}"
+        key += f":{source}" if source else ""  # a web runtime's top-1 is its own
         if key not in cache:
             try:  # no data or an artifact that will not run: a blank top-1, not a crash
                 split = split or test_split(plan.run_dir, plan.data_spec)
-                cache[key] = {"top1": top1(artifact.path, *split), "samples": len(split[1])}
+                score = top1(artifact.path, *split, runtime=source or None)
+                cache[key] = {"top1": score, "samples": len(split[1])}
             except Exception as exc:  # noqa: BLE001
                 info["error"] = str(exc).splitlines()[0][:200]
         entry = cache.get(key, {})
         for row in rows:
-            if row["file"] == artifact.path.name:
+            if row["file"] == artifact.path.name and web.top1_source(row) == source:
                 row["top1"] = entry.get("top1")
         info["samples"] = entry.get("samples", info["samples"])
     atomic.write_json(cache_path, cache)
@@ -262,6 +317,8 @@ def fastest(rows: list[dict]) -> list[dict]:
         precision = roofline.precision_of(row["format"])
         if row["status"] != "ok" or precision is None or row["runtime"] == "keras":
             continue
+        if web.is_web(row["runtime"]):  # no roofline in the browser (web.NO_ROOFLINE)
+            continue
         key = (row["batch"], precision)
         if key not in best or row["p50_ms"] < best[key]["p50_ms"]:
             best[key] = row
@@ -286,11 +343,15 @@ def run_suite(
     cache: Path | None = None,
 ) -> dict:
     """Measure every cell of the plan (each in its own worker), then accuracy and roofline."""
-    rows, cells = [], plan.cells()
-    for i, (artifact, runtime, batch) in enumerate(cells, 1):
-        progress("bench row", i, len(cells), f"{artifact.format} on {runtime}, batch {batch}")
-        rows.append(measure_row(plan, artifact, runtime, batch))
+    rows, cells = [], plan.rows()
+    for i, cell in enumerate(cells, 1):
+        what = f"{cell.artifact.format} on {cell.runtime}, batch {cell.batch}"
+        if web.is_web(cell.runtime):
+            what += f", {cell.threads or 'most'} thread{'s' * (cell.threads != 1)}"
+        progress("bench row", i, len(cells), what)
+        rows.append(measure_row(plan, cell))
         on_row(rows[-1])
+    rows += webgpu_rows(plan)  # said, not timed
     if plan.no_top1 is None:
         data = attach_accuracy(plan, rows)
     else:
@@ -318,6 +379,7 @@ def run_suite(
             "batches": plan.batches,
             "runtimes": plan.runtimes,
             "timer": f"time.perf_counter_ns per call; {TIMED_CALL}; one fresh process per row",
+            **web.protocol_fields(plan.protocol_of(web.ANY), plan.web_threads, rows),
         },
         "data": data,
         "roofline": roof,

@@ -26,6 +26,8 @@ class BenchRow:
     size_bytes: int | None = None
     sha256: str | None = None  # None: rows of benches older than the hash
     reason: str | None = None
+    threads: int | None = None  # the threads it ran on (a web row's: what the page used)
+    backend: str | None = None  # the web rows': wasm or webgpu; None for the native runtimes
     raw: Mapping[str, object] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
@@ -42,6 +44,8 @@ class BenchRow:
             size_bytes=integer(data.get("size_bytes")),
             sha256=text(data.get("sha256")) or None,
             reason=text(data.get("reason")),
+            threads=integer(data.get("threads")),
+            backend=text(data.get("backend")),
             raw=dict(data),
         )
 

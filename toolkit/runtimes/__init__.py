@@ -40,7 +40,7 @@ RUNTIMES: dict[str, Runtime] = {
             open_mediapipe,
             mediapipe_unavailable,
             "MediaPipe Tasks ImageClassifier: an app's path, uint8 frames, pre/postprocessing in",
-            verified=False,
+            levels=(),
             refuses=mediapipe_refuses,
         ),
         Runtime(
@@ -72,10 +72,15 @@ DEFAULT_OPTIONS = RuntimeOptions()
 # what `toolkit verify` compares cell by cell against Keras; MediaPipe runs only app files (with
 # metadata), not verify's op and layer graphs: tests/test_app_ready.py checks it against litert
 VERIFIED_RUNTIMES: dict[str, Runtime] = {n: r for n, r in RUNTIMES.items() if r.verified}
+# bench's and verify's runtimes when none are named: all but the browser ones (`all` adds them)
+DEFAULT_RUNTIMES: tuple[str, ...] = tuple(n for n, r in RUNTIMES.items() if r.by_default)
+DEFAULT_VERIFIED: tuple[str, ...] = tuple(n for n in VERIFIED_RUNTIMES if n in DEFAULT_RUNTIMES)
 
 __all__ = [
     "DEFAULT_OPTIONS",
     "DEFAULT_RUNTIME",
+    "DEFAULT_RUNTIMES",
+    "DEFAULT_VERIFIED",
     "RUNTIMES",
     "Runtime",
     "RuntimeOptions",

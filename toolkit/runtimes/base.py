@@ -18,6 +18,7 @@ from toolkit.common.errors import UsageError
 
 T = TypeVar("T")
 PROBABILITIES = "probabilities"  # the output name of a model that ends in a softmax
+VERIFY_LEVELS = ("ops", "models", "layers")  # the levels of `toolkit verify`
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,18 @@ class Runtime:
     open: Callable[[Path, RuntimeOptions], Session]
     unavailable: Callable[[], str | None] = field(default=lambda: None)  # reason, or None
     description: str = ""
-    verified: bool = True  # whether `toolkit verify` checks files in it against Keras
+    # the levels of `toolkit verify` that check files in it against Keras (none: not verified)
+    levels: tuple[str, ...] = VERIFY_LEVELS
     # why it cannot take a file, found without loading it (bench refuses before any timing)
     refuses: Callable[[Path], str | None] = field(default=lambda path: None)
+    # in bench's and verify's default --runtime list; the browser runtimes are asked for by name
+    # (or `all`): each of their rows starts a headless Chromium
+    by_default: bool = True
+
+    @property
+    def verified(self) -> bool:
+        """Whether `toolkit verify` checks files in it against Keras at any level."""
+        return bool(self.levels)
 
 
 class RuntimeUnavailable(UsageError):

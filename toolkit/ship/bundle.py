@@ -30,7 +30,8 @@ from toolkit.runfiles import write_manifest
 from toolkit.runfiles.classnames import class_names_of
 from toolkit.runfiles.folder import LABELS_FILE, MANIFEST_FILE, labels_text, open_run
 from toolkit.runfiles.hashes import sha256
-from toolkit.runtimes.web.npm import TASKS_VISION, package_dir
+from toolkit.runtimes.web.libraries import LIBRARIES
+from toolkit.runtimes.web.npm import NpmPackage, package_dir
 from toolkit.ship.card import model_card
 from toolkit.ship.measurements import bundle_record, read_measurements
 from toolkit.ship.names import CARD_FILE, README_FILE
@@ -54,6 +55,7 @@ from toolkit.ship.stages import (
     make_shipment,
     plan_stages,
     run_stages,
+    runtimes_here,
 )
 from toolkit.ship.targets import TARGETS
 from toolkit.ship.webapp import WEB_NOTES, write_web_app
@@ -238,8 +240,9 @@ def ship_run(
     out = Path(out) if out is not None else opened.path / SHIP_DIR
     restore_interrupted(out.parent)  # before a dead ship's scratch folders are removed
     check_out(out, names)
-    if "web" in names:  # the web app copies MediaPipe's files from npm: fetched before any work
-        package_dir(TASKS_VISION)
+    if "web" in names:  # the web app copies its library's npm files: fetched before any work
+        for package in web_packages():
+            package_dir(package)
     m = read_measurements(opened.path)
     plan = plan_stages(opened, names, m)
     check_stage_outputs(opened, plan)
@@ -249,6 +252,14 @@ def ship_run(
     with full_disk_stops(out, f"the bundle {out}", out):
         files, kept = _bundle(shipment, out)
     return Shipped(out, shipment.picks, files, plan, kept)
+
+
+def web_packages() -> list[NpmPackage]:
+    """The npm packages of the libraries the web pick may be run with here (those of the web
+    runtimes that run on this machine, or MediaPipe's where Python's stands in)."""
+    web = TARGETS["web"]
+    libraries = dict.fromkeys(web.apps[r] for r in runtimes_here(["web"]))
+    return [LIBRARIES[name].package for name in libraries]
 
 
 def _bundle(s: Shipment, out: Path) -> tuple[tuple[str, ...], Earlier]:

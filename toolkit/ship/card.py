@@ -21,6 +21,7 @@ from toolkit.ship.measurements import Measurements
 from toolkit.ship.picks import Pick, candidates, verify_cell, within
 from toolkit.ship.shipment import Shipment
 from toolkit.ship.targets import PROVIDERS, TARGETS
+from toolkit.ship.webpick import runtime_label, web_choice
 
 # Hugging Face license ids a run's --license may name as they are; anything else is "other"
 HF_LICENSES = (
@@ -203,7 +204,8 @@ def latency_text(m: Measurements, fmt: str, ranked_by: dict[str, list[str]]) -> 
         runtime = row.runtime
         figure = ms(row.p50_ms) if row.ok and row.p50_ms is not None else row.status or "?"
         ranks = f" (ranks {', '.join(ranked_by[runtime])})" if runtime in ranked_by else ""
-        parts.append(f"{runtime} {figure}{ranks}")
+        on = runtime_label(runtime, row.raw.get("threads"), row.raw.get("backend"))
+        parts.append(f"{on} {figure}{ranks}")
     return "; ".join(parts) or "not timed"
 
 
@@ -275,7 +277,7 @@ def file_section(m: Measurements, file: str, picks: list[Pick]) -> list[str]:
         *contract_lines(m.manifest, entry),
     ]
     for p in picks:
-        snippet = TARGETS[p.target].snippet_for(file)
+        snippet = TARGETS[p.target].snippet_for(file, p.runtime)
         code = snippet.render(**snippet_fields(m.manifest, entry, p)).rstrip("\n")
         lines += ["", f"Embed ({p.target}):", "", f"```{snippet.language}", code, "```"]
     return lines + [""]
@@ -290,10 +292,12 @@ def candidate_rows(s: Shipment) -> list[str]:
     for name, pick in s.picks.items():
         found, _ = candidates(s.measurements, TARGETS[name], pick.float_top1)
         for c in sorted(found, key=lambda c: c.p50_ms):
+            on = runtime_label(c.runtime, c.threads)
+            chosen = (c.file, c.runtime) == (pick.file, pick.runtime)
             rows.append(
-                f"| {name} | `{c.file}` | {c.runtime} | {ms(c.p50_ms)} | {percent(c.top1)} | "
+                f"| {name} | `{c.file}` | {on} | {ms(c.p50_ms)} | {percent(c.top1)} | "
                 f"{change(c)} | {'yes' if within(c, s.max_drop) else 'no'} | "
-                f"{'**yes**' if c.file == pick.file else ''} |"
+                f"{'**yes**' if chosen else ''} |"
             )
     return rows
 
@@ -335,8 +339,8 @@ def body(s: Shipment) -> list[str]:
         "",
         f"- **Machine**: {cpu_text(machine) if machine.get('cpu') else 'unknown'}, "
         f"{machine.get('cores')} cores, {threads} threads; latency from `bench.json` of "
-        f"{m.bench.date} (`{m.bench.command}`): this machine's, not a phone's "
-        "or a browser's; time the file there before you rely on it.",
+        f"{m.bench.date} (`{m.bench.command}`): this machine's (the `web-*` rows in "
+        "headless Chromium on it), not a phone's; time the file there before you rely on it.",
         f"- **Top-1**: `verify.json` of {m.verify.date}: every file and the float "
         f"`model.keras` ({percent(first.float_top1)}) on the {samples} images of the test "
         f"split of `{models.data if models else None}`{one_image}.",
@@ -344,14 +348,16 @@ def body(s: Shipment) -> list[str]:
         "## Files",
         "",
     ]
+    if "web" in picks:
+        lines += ["## The web app's library", "", *web_choice(s), ""]
     for file, ps in shipped(picks).items():
         lines += file_section(m, file, ps)
     lines += [
         "## How the files were chosen",
         "",
-        f"For each target, among the files its runtime loads, the lowest p50 at batch 1 whose "
-        f"top-1 is within {max_drop:g} points of the float model's; a file beyond that is "
-        "never shipped.",
+        f"For each target, among the files its runtime loads (web: every file in every "
+        f"browser library that loads it), the lowest p50 at batch 1 whose top-1 is within "
+        f"{max_drop:g} points of the float model's; a file beyond that is never shipped.",
         "",
         *candidate_rows(s),
         "",

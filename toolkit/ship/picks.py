@@ -1,7 +1,10 @@
 """The picks: for each target, the fastest file within a top-1 budget, from what bench.json and
 verify.json hold (pure: measurements in, picks out).
 
-Latency is bench.json's p50 at batch 1 on the runtime that ranks the target's files (targets.py).
+Latency is bench.json's p50 at batch 1 on the runtime that ranks the target's files (targets.py):
+the first of its runtimes with rows, or (the web target) every runtime that opens a file, each
+(file, runtime) pair a candidate at its fastest row (over thread counts); where none of a
+target's runtimes has an ok row, its fallback runtimes stand in, and the pick says so.
 Top-1 and its agreement with the float model are verify.json's model cells (every file against
 the Keras model on the run's test split); bench.json's top-1 of a row stands in only for a file
 verify.json has no cell for (then without agreement). The budget is in points of top-1:
@@ -12,13 +15,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePath
 
 from toolkit.accuracy import MAX_DROP_POINTS
 from toolkit.common.errors import UsageError
 from toolkit.formats import FORMATS
-from toolkit.runfiles import VerifyCell
+from toolkit.runfiles import BenchRow, VerifyCell
 from toolkit.ship.measurements import Measurements
 from toolkit.ship.targets import TARGETS, Target
 
@@ -42,6 +45,10 @@ class Pick:
     float_top1: float  # the float Keras model's top-1 on the same split
     agreement: float | None  # top-1 agreement with the float model (verify.json)
     size_bytes: int
+    library: str | None = None  # the web library the app runs the file with (web target)
+    threads: int | None = None  # the threads of the bench row that ranked it, where recorded
+    measured_top1: float | None = None  # that row's own top-1 (the browser's, for a web row)
+    stand_in: str | None = None  # why the figures are not the target's own runtime's, if not
 
     @property
     def drop_points(self) -> float:
@@ -90,59 +97,124 @@ def opens(runtime: str, file: str) -> bool:
     return PurePath(file).suffix.lower() in RUNTIMES[runtime].suffixes
 
 
-def ranking_runtime(m: Measurements, target: Target, fmt: str) -> str | None:
-    """The runtime that ranks `fmt`'s file for `target`: the first of the target's runtimes
-    that opens it and has an ok batch-1 row for some file of the target; None if none has."""
+def ok_rows(m: Measurements, fmt: str, runtime: str, backend: str | None = None) -> list[BenchRow]:
+    """bench.json's ok batch-1 rows of `fmt` on `runtime` with a p50 (on `backend`, where
+    given: a row without one counts), fastest first."""
+    rows = [
+        r
+        for r in m.bench.rows
+        if (r.format, r.runtime, r.batch) == (fmt, runtime, 1) and r.ok and r.p50_ms is not None
+        and (backend is None or r.raw.get("backend") in (None, backend))
+    ]  # fmt: skip
+    return sorted(rows, key=lambda r: r.p50_ms or 0.0)
+
+
+def _any_ok(m: Measurements, target: Target, runtimes: tuple[str, ...]) -> bool:
+    """Whether one of `runtimes` has an ok batch-1 row for some file of `target`."""
+    return any(ok_rows(m, f, r, target.backend) for f in target.formats for r in runtimes)
+
+
+def first_runtime(
+    m: Measurements, target: Target, fmt: str, runtimes: tuple[str, ...]
+) -> list[str]:
+    """The first of `runtimes` that opens `fmt`'s file and has an ok batch-1 row for some file
+    of the target (none: [])."""
     file = FORMATS[fmt].filename
-    for runtime in target.runtimes:
-        if not opens(runtime, file):
-            continue
-        rows = [m.bench.row(f, runtime) for f in target.formats]
-        if any(r is not None and r.ok for r in rows):
-            return runtime
-    return None
+    for runtime in runtimes:
+        if opens(runtime, file) and _any_ok(m, target, (runtime,)):
+            return [runtime]
+    return []
+
+
+def every_runtime(
+    m: Measurements, target: Target, fmt: str, runtimes: tuple[str, ...]
+) -> list[str]:
+    """Every one of `runtimes` that opens `fmt`'s file: each pair is a candidate."""
+    return [r for r in runtimes if opens(r, FORMATS[fmt].filename)]
+
+
+# Target.ranking -> the runtimes whose rows rank a format's file
+RANKINGS = {"first": first_runtime, "fastest": every_runtime}
+
+
+def stand_in_reason(m: Measurements, target: Target) -> str | None:
+    """Why `target`'s fallback runtimes rank its files (none of its runtimes has an ok row for
+    one of its files), or None when its own runtimes do."""
+    if not target.fallback or _any_ok(m, target, target.runtimes):
+        return None
+    failed = [r for r in m.bench.rows if r.runtime in target.runtimes and not r.ok]
+    why = (
+        f"{failed[0].runtime} {failed[0].status}: {failed[0].reason or 'no reason recorded'}"
+        if failed
+        else f"bench.json has no {'/'.join(target.runtimes)} rows"
+    )
+    return f"{'/'.join(target.fallback)} stands in, not {'/'.join(target.runtimes)} ({why})"
+
+
+def ranking_runtimes(m: Measurements, target: Target, fmt: str) -> tuple[list[str], str | None]:
+    """The runtimes whose rows rank `fmt`'s file for `target`, and why they stand in for the
+    target's own (None: they are its own)."""
+    reason = stand_in_reason(m, target)
+    if reason is not None:
+        return first_runtime(m, target, fmt, target.fallback), reason
+    return RANKINGS[target.ranking](m, target, fmt, target.runtimes), None
+
+
+def _candidate(
+    m: Measurements, target: Target, fmt: str, runtime: str, row: BenchRow, reference: float
+) -> Pick | str:
+    """The (file, runtime) pair as a Pick, or why it is not a candidate."""
+    entry = m.manifest.artifacts[fmt]
+    file = entry.file or FORMATS[fmt].filename
+    cell = verify_cell(m, fmt, runtime)
+    if cell is not None and cell.status != PASSED:
+        return f"{file} did not pass verify on {cell.runtime} ({cell.status})"
+    if cell is not None and cell.top1 is not None:  # a scored cell has one
+        top1, agreement = cell.top1, cell.agreement
+    elif row.top1 is not None:
+        top1, agreement = row.top1, None
+    else:
+        return f"{file} has no top-1 in verify.json or bench.json"
+    threads = row.raw.get("threads")
+    return Pick(
+        target=target.name,
+        format=fmt,
+        file=file,
+        runtime=runtime,
+        p50_ms=float(row.p50_ms or 0.0),
+        top1=top1,
+        float_top1=reference,
+        agreement=agreement,
+        size_bytes=int(row.size_bytes or entry.size_bytes or 0),
+        library=target.apps.get(runtime),
+        threads=threads if isinstance(threads, int) else None,
+        measured_top1=row.top1,
+    )
 
 
 def candidates(m: Measurements, target: Target, reference: float) -> tuple[list[Pick], list[str]]:
-    """Every file of `target` with a batch-1 latency and a top-1 (as a Pick), and why each of
-    the other exported ones is not a candidate."""
+    """Every (file, ranking runtime) pair of `target` with a batch-1 latency and a top-1 (as a
+    Pick), and why each of the other exported files or pairs is not a candidate."""
     found: list[Pick] = []
     left_out: list[str] = []
-    exported = m.manifest.artifacts
     for fmt in target.formats:
-        if fmt not in exported:
+        if fmt not in m.manifest.artifacts:
             continue
-        file = exported[fmt].file or FORMATS[fmt].filename
-        runtime = ranking_runtime(m, target, fmt)
-        row = m.bench.row(fmt, runtime) if runtime else None
-        if runtime is None or row is None or not row.ok or row.p50_ms is None:
-            on = runtime or "/".join(target.runtimes)
+        file = m.manifest.artifacts[fmt].file or FORMATS[fmt].filename
+        runtimes, reason = ranking_runtimes(m, target, fmt)
+        if not runtimes:
+            on = "/".join(target.fallback if reason else target.runtimes)
             left_out.append(f"{file} has no ok batch-1 {on} row in bench.json")
-            continue
-        cell = verify_cell(m, fmt, runtime)
-        if cell is not None and cell.status != PASSED:
-            left_out.append(f"{file} did not pass verify on {cell.runtime} ({cell.status})")
-            continue
-        if cell is not None and cell.top1 is not None:  # a scored cell has one
-            top1, agreement = cell.top1, cell.agreement
-        elif row.top1 is not None:
-            top1, agreement = row.top1, None
-        else:
-            left_out.append(f"{file} has no top-1 in verify.json or bench.json")
-            continue
-        found.append(
-            Pick(
-                target=target.name,
-                format=fmt,
-                file=file,
-                runtime=runtime,
-                p50_ms=row.p50_ms,
-                top1=top1,
-                float_top1=reference,
-                agreement=agreement,
-                size_bytes=int(row.size_bytes or exported[fmt].size_bytes or 0),
-            )
-        )
+        for runtime in runtimes:
+            rows = ok_rows(m, fmt, runtime, target.backend)
+            if not rows:
+                left_out.append(f"{file} has no ok batch-1 {runtime} row in bench.json")
+                continue
+            made = _candidate(m, target, fmt, runtime, rows[0], reference)
+            if isinstance(made, str):
+                left_out.append(made)
+            else:
+                found.append(replace(made, stand_in=reason))
     return found, left_out
 
 
@@ -152,9 +224,9 @@ def within(pick: Pick, max_drop: float) -> bool:
 
 
 def fastest(picks: list[Pick]) -> Pick:
-    """The lowest p50; ties to the smaller file, then to FORMATS order."""
+    """The lowest p50; ties to the smaller file, then to FORMATS order, then by runtime."""
     order = list(FORMATS)
-    return min(picks, key=lambda p: (p.p50_ms, p.size_bytes, order.index(p.format)))
+    return min(picks, key=lambda p: (p.p50_ms, p.size_bytes, order.index(p.format), p.runtime))
 
 
 def _points(drop: float) -> str:

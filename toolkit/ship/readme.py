@@ -15,6 +15,7 @@ from toolkit.ship.card import preprocessing_summary, shape_text, shipped, tensor
 from toolkit.ship.names import CARD_FILE, REPORT_FILE, WEB_DIR
 from toolkit.ship.picks import Pick
 from toolkit.ship.shipment import Shipment
+from toolkit.ship.webpick import web_choice
 
 LOGIT_KINDS = {".onnx", ".ort"}  # files whose output is logits (model.json: `output`)
 
@@ -162,5 +163,5 @@ def bundle_readme(s: Shipment) -> str:
         "",
     ]
     if web_notes is not None:
-        lines += ["## The web app", "", web_notes.strip(), ""]
+        lines += ["## The web app", "", *web_choice(s), "", web_notes.strip(), ""]
     return "\n".join(lines)

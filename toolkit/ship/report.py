@@ -29,6 +29,7 @@ from toolkit.ship.names import REPORT_FILE
 from toolkit.ship.picks import Pick
 from toolkit.ship.predictions import Predictions, predict
 from toolkit.ship.shipment import Shipment
+from toolkit.ship.webpick import runtime_label
 
 ROUNDING_RMSE = 1 / math.sqrt(12)  # rmse/scale of pure rounding (verify/attribution.py's)
 EXAMPLE_ROUNDS = 2  # test images shown per class (the first ones of the split)
@@ -181,11 +182,22 @@ def _float_section(p: Predictions, targets: dict[str, list[str]]) -> str:
     )
 
 
+def _threads(r: BenchRow) -> int | None:
+    """The row's thread count where it records one (the web rows: 1, and the most)."""
+    threads = r.raw.get("threads")
+    return threads if isinstance(threads, int) else None
+
+
+def _runtime(r: BenchRow) -> str:
+    """The row's runtime (its library, for a web row), backend and thread count."""
+    return runtime_label(r.runtime, _threads(r), r.raw.get("backend"))
+
+
 def _point(r: BenchRow, tags: tuple[str, ...]) -> charts.Point:
-    """A benched row as a point of the scatter chart."""
+    """A benched row as a point of the scatter chart (coloured by runtime)."""
     size = r.size_bytes or 0
     title = (
-        f"{r.file} in {r.runtime}: {r.p50_ms:.3f} ms, top-1 {_pct(r.top1, 2)}, {size / MB:.2f} MB"
+        f"{r.file} in {_runtime(r)}: {r.p50_ms:.3f} ms, top-1 {_pct(r.top1, 2)}, {size / MB:.2f} MB"
     )
     return charts.Point(r.p50_ms or 0.0, r.top1 or 0.0, size, str(r.runtime), title, tags)
 
@@ -196,7 +208,7 @@ def _bench_cells(r: BenchRow, mark: str) -> list[str]:
     return [
         f"<code>{escape(str(r.file))}</code>",
         escape(str(r.format)),
-        escape(str(r.runtime)),
+        escape(_runtime(r)),
         f"{r.p50_ms:.3f}" if r.ok and r.p50_ms else escape(r.status or ""),
         _pct(r.top1, 2),
         f"{r.size_bytes / MB:.2f}" if r.size_bytes else "-",
@@ -205,18 +217,25 @@ def _bench_cells(r: BenchRow, mark: str) -> list[str]:
     ]
 
 
+def _picked(r: BenchRow, picks: dict[str, Pick]) -> list[str]:
+    """The targets whose pick was made on row `r`: its file and runtime, and its thread count
+    where the pick records one (a web runtime has a row per thread count)."""
+    return [
+        target
+        for target, p in picks.items()
+        if (p.file, p.runtime) == (r.file, r.runtime) and p.threads in (None, _threads(r))
+    ]
+
+
 def _bench_section(bench: BenchReport, picks: dict[str, Pick], reference_top1: float) -> str:
     batch = min(bench.protocol.get("batches") or [1])
     rows = [r for r in bench.rows if r.batch == batch]
-    tags: dict[tuple[str, str], list[str]] = {}
-    for target, p in picks.items():
-        tags.setdefault((p.file, p.runtime), []).append(target)
     points = [
-        _point(r, tuple(tags.get((r.file, r.runtime), ())))
+        _point(r, tuple(_picked(r, picks)))
         for r in rows
         if r.ok and r.top1 is not None and r.p50_ms
     ]
-    table = [_bench_cells(r, ", ".join(tags.get((r.file, r.runtime), []))) for r in rows]
+    table = [_bench_cells(r, ", ".join(_picked(r, picks))) for r in rows]
     machine = bench.machine
     where = (
         f"{escape(str(machine.get('cpu', '?')))}, {machine.get('cores', '?')} cores "
@@ -228,7 +247,8 @@ def _bench_section(bench: BenchReport, picks: dict[str, Pick], reference_top1: f
     chart = charts.scatter(points, reference_top1) if points else "<p>No row of bench.json ran.</p>"
     return (
         "<section id='tradeoff'><h2>Accuracy, latency and size</h2>"
-        f"<p>Every file in every runtime <code>toolkit bench</code> timed: {where}. Ringed: the "
+        f"<p>Every file in every runtime <code>toolkit bench</code> timed (the <code>web-*</code> "
+        f"rows: a browser library in headless Chromium): {where}. Ringed: the "
         "picks, named by target.</p><figure class='chart' id='scatter'>"
         + chart
         + "</figure>"

@@ -1,6 +1,7 @@
 """`toolkit ship --serve`: the bundle folder over HTTP on 127.0.0.1 (Python's http.server), with
-the content types a browser needs for the web app (.wasm, .mjs) and no caching, so that a bundle
-shipped again is what the page loads. The port is bound before the work, so a taken port is bad
+the content types a browser needs for the web app (.wasm, .mjs), the cross-origin isolation
+headers its libraries' threaded WebAssembly needs, and no caching, so that a bundle shipped again
+is what the page loads. The port is bound before the work, so a taken port is bad
 input, not a failure after minutes."""
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ TYPES = {
 }
 
 
+# cross-origin isolation: the page may use SharedArrayBuffer, so WebAssembly threads
+ISOLATION_HEADERS = {
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Embedder-Policy": "require-corp",
+}
+
+
 class BundleHandler(SimpleHTTPRequestHandler):
     """Static files of one folder, typed for browsers, never cached."""
 
@@ -35,6 +43,8 @@ class BundleHandler(SimpleHTTPRequestHandler):
 
     def end_headers(self) -> None:
         self.send_header("Cache-Control", "no-store")
+        for name, value in ISOLATION_HEADERS.items():
+            self.send_header(name, value)
         super().end_headers()
 
 

@@ -72,14 +72,17 @@ def needed_formats(targets: Iterable[str]) -> list[str]:
 
 
 def runtimes_here(targets: Iterable[str]) -> list[str]:
-    """The targets' ranking runtimes that run on this machine, in the targets' order; a
-    UsageError (before any work) for a target none of whose runtimes runs here."""
+    """The targets' ranking runtimes that run on this machine, in the targets' order (a
+    target's fallback runtimes where none of its own does: the web target's MediaPipe in Python
+    where no browser runs); a UsageError (before any work) for a target none of whose runtimes
+    runs here."""
     from toolkit.runtimes import RUNTIMES
 
     found: list[str] = []
     for name in targets:
         target = TARGETS[name]
         here = [r for r in target.runtimes if RUNTIMES[r].unavailable() is None]
+        here = here or [r for r in target.fallback if RUNTIMES[r].unavailable() is None]
         if not here:
             why = RUNTIMES[target.runtimes[-1]].unavailable()
             raise UsageError(

@@ -1,11 +1,12 @@
 """The ship targets: where a bundled file runs (android, ios, web, server), the formats each may
 take (by file kind, from toolkit.formats FORMATS), the bench runtimes whose batch-1 latency ranks
-them, and the embed snippet per file kind. Light: `toolkit --help` reads it.
+them (the first that has rows, or the fastest of all), what stands in where none has, and the
+embed snippet per file kind or per web library. Light: `toolkit --help` reads it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePath
 from string import Template
 
@@ -32,19 +33,33 @@ class Target:
     name: str
     description: str
     formats: tuple[str, ...]  # FORMATS keys, in FORMATS order
-    # bench runtimes in order of preference: a file is ranked by the first that opens it and
-    # has an ok batch-1 row in bench.json for some file of this target
+    # bench runtimes in order of preference; how they rank a file is `ranking`'s (picks.py
+    # RANKINGS): "first": the first that opens it and has an ok batch-1 row in bench.json for
+    # some file of this target; "fastest": every one that opens it, each (file, runtime) pair
+    # a candidate, its fastest ok row (over thread counts) its figure
     runtimes: tuple[str, ...]
-    snippets: dict[str, Snippet]  # file suffix (".tflite") -> how an app loads such a file
+    # how an app loads a file: by file suffix (".tflite"), or by the web library `apps` names
+    snippets: dict[str, Snippet]
+    ranking: str = "first"
+    # runtimes whose rows stand in where none of `runtimes` has an ok row for a file of this
+    # target (ranked "first"; the pick says its figures are not the target's own)
+    fallback: tuple[str, ...] = ()
+    # ranking runtime -> the web library (toolkit.runtimes.web LIBRARIES key) the app runs the
+    # picked file with; empty for a target without a web app
+    apps: dict[str, str] = field(default_factory=dict)
+    backend: str | None = None  # the bench rows' `backend` the app runs on (None: any)
 
-    def snippet_for(self, file: str) -> Snippet:
-        """The embed snippet of a file this target takes."""
+    def snippet_for(self, file: str, runtime: str | None = None) -> Snippet:
+        """The embed snippet of a file this target takes, ranked on `runtime` (the library
+        the app runs it with, for a target with `apps`)."""
+        if self.apps:
+            return self.snippets[self.apps[runtime or self.runtimes[0]]]
         return self.snippets[PurePath(file).suffix]
 
 
-def formats_with_suffix(suffix: str) -> tuple[str, ...]:
-    """The FORMATS keys whose file ends in `suffix`, in FORMATS order."""
-    return tuple(name for name, f in FORMATS.items() if PurePath(f.filename).suffix == suffix)
+def formats_with_suffix(*suffixes: str) -> tuple[str, ...]:
+    """The FORMATS keys whose file ends in one of `suffixes`, in FORMATS order."""
+    return tuple(name for name, f in FORMATS.items() if PurePath(f.filename).suffix in suffixes)
 
 
 MEDIAPIPE_ANDROID = Snippet(
@@ -143,6 +158,39 @@ const best = result.classifications[0].categories[0];
 """,
 )
 
+LITERT_WEB = Snippet(
+    "js",
+    """\
+// npm install @litertjs/core; serve its wasm/ folder with the page (as the bundle's web/lib/)
+import { loadAndCompile, loadLiteRt, Tensor } from "@litertjs/core";
+
+await loadLiteRt("./wasm/", { threads: crossOriginIsolated });  // threads: COOP/COEP headers
+const model = await loadAndCompile("./$file", { accelerator: "wasm" });
+// pixels: $height x $width x 3 RGB values 0-255 (not 0-1), row by row, in the input's dtype
+const input = new Tensor(pixels, [1, $height, $width, 3]);
+const [output] = await model.run([input]);
+const probabilities = output.toTypedArray();  // $output; class i: line i of labels.txt
+input.delete();
+output.delete();
+""",
+)
+
+ORT_WEB = Snippet(
+    "js",
+    """\
+// npm install onnxruntime-web; serve its dist/ort-wasm-* files with the page
+import * as ort from "onnxruntime-web/wasm";
+
+ort.env.wasm.wasmPaths = "./";  // never a CDN
+ort.env.wasm.numThreads = crossOriginIsolated ? navigator.hardwareConcurrency : 1;
+const session = await ort.InferenceSession.create("./$file", { executionProviders: ["wasm"] });
+// pixels: Float32Array of $height x $width x 3 RGB values 0-255 (not 0-1), row by row
+const input = new ort.Tensor("float32", pixels, [1, $height, $width, 3]);
+const outputs = await session.run({ "$input": input });
+const logits = outputs["$output"].data;  // softmax them for probabilities; labels.txt: names
+""",
+)
+
 ORT_SERVER = Snippet(
     "python",
     """\
@@ -160,6 +208,7 @@ print(labels[int(logits[0].argmax())])
 )
 
 TFLITE = formats_with_suffix(".tflite")
+WEB_FILES = formats_with_suffix(".tflite", ".onnx", ".ort")
 ORT_MOBILE = formats_with_suffix(".ort")
 ONNX = formats_with_suffix(".onnx")
 
@@ -184,11 +233,20 @@ TARGETS: dict[str, Target] = {
         ),
         Target(
             name="web",
-            description="web page: @mediapipe/tasks-vision runs a .tflite in the browser "
-            "(WebAssembly)",
-            formats=TFLITE,
-            runtimes=("mediapipe",),
-            snippets={".tflite": MEDIAPIPE_WEB},
+            description="web page: MediaPipe Tasks or LiteRT.js runs a .tflite, onnxruntime-web "
+            "a .onnx or .ort, in the browser (WebAssembly): the fastest there",
+            formats=WEB_FILES,
+            runtimes=("web-mediapipe", "web-litert", "web-ort"),
+            snippets={"web-mediapipe": MEDIAPIPE_WEB, "web-litert": LITERT_WEB, "web-ort": ORT_WEB},
+            ranking="fastest",
+            fallback=("mediapipe",),  # no browser here: MediaPipe Tasks in Python, labelled so
+            apps={
+                "web-mediapipe": "web-mediapipe",
+                "web-litert": "web-litert",
+                "web-ort": "web-ort",
+                "mediapipe": "web-mediapipe",
+            },
+            backend="wasm",
         ),
         Target(
             name="server",

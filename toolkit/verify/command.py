@@ -12,10 +12,11 @@ from toolkit.common.errors import UsageError
 from toolkit.common.scratch import remove_dead_scratch
 from toolkit.runfiles import EXPORT_DIR, VERIFY_FILE, manifest_path
 from toolkit.runfiles.folder import VERIFY_LAYERS_PLOT
-from toolkit.runtimes import VERIFIED_RUNTIMES
+from toolkit.runtimes import DEFAULT_VERIFIED, VERIFIED_RUNTIMES
 from toolkit.verify import ATTRIBUTION_SAMPLES
 from toolkit.verify.layers import LAYER_SAMPLES
 from toolkit.verify.layers.report import divergence_lines, layer_table
+from toolkit.verify.levels import LEVEL_NAMES
 from toolkit.verify.ops import OP_NAMES, SHAPE_SETS
 from toolkit.verify.report import (
     attribution_table,
@@ -34,9 +35,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--runtime",
         "--runtimes",
         dest="runtime",
-        default=ALL,
+        default=",".join(DEFAULT_VERIFIED),
         metavar="R[,R...]",
-        help=f"runtimes to check (default all: {','.join(VERIFIED_RUNTIMES)})",
+        help=f"runtimes to check (default {','.join(DEFAULT_VERIFIED)}; `all`: "
+        f"{','.join(VERIFIED_RUNTIMES)}, the web-* ones in Chromium at the model level only)",
     )
     p.add_argument(
         "--samples",
@@ -167,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
 def print_report(report: dict) -> None:
     """The tables, the unavailable runtimes' reasons, and the verdict."""
     tol = report["tolerances"]
+    for part, why in report["options"].get("skipped", {}).items():
+        print(f"{LEVEL_NAMES[part]} level: not run: {why}")
     if "ops" in report:
         ops = report["ops"]
         print(f"op level ({ops['shapes']} shapes, batch 2, {ops['seconds']:.0f} s)")

@@ -9,16 +9,16 @@ from functools import partial
 import numpy as np
 
 from toolkit.accuracy import top1
-from toolkit.common.argtypes import ALL, choose_names
 from toolkit.common.errors import UsageError
 from toolkit.predict import softmax
 from toolkit.runfiles import Manifest
 from toolkit.runfiles.data import load_split
 from toolkit.runfiles.folder import MODEL_FILE, Run
-from toolkit.runtimes import VERIFIED_RUNTIMES, open_artifact, run_in_chunks
-from toolkit.runtimes.base import gives_probabilities
+from toolkit.runtimes import DEFAULT_VERIFIED, open_artifact, run_in_chunks
+from toolkit.runtimes.base import close_session, gives_probabilities
 from toolkit.verify.artifacts import Target, artifact_cells, level_report
 from toolkit.verify.cells import open_session, verdict
+from toolkit.verify.levels import choose_at
 from toolkit.verify.metrics import compare_logits
 from toolkit.verify.rules import DEFAULT_TOLERANCES, MODEL_RULES, Tolerances, format_rules, judge
 
@@ -35,7 +35,7 @@ def test_images(run: Run, samples: int | None) -> tuple[np.ndarray, np.ndarray, 
 
 def verify_models(
     run: Run,
-    runtimes: str | Iterable[str] = ALL,
+    runtimes: str | Iterable[str] = DEFAULT_VERIFIED,
     samples: int | None = None,
     tolerances: Tolerances = DEFAULT_TOLERANCES,
     data: tuple[np.ndarray, np.ndarray, str] | None = None,
@@ -45,7 +45,7 @@ def verify_models(
     `data`: (images, labels, spec) already loaded by `test_images`, else loaded here.
     """
     start = time.perf_counter()
-    chosen = choose_names(runtimes, VERIFIED_RUNTIMES, "runtime")
+    chosen = choose_at("models", runtimes)
     folder, manifest = run.export_dir, run.manifest()
     data = data if data is not None else test_images(run, samples)
     images, labels, _ = data
@@ -84,9 +84,13 @@ def _model_cell(
     """Run one artifact in one runtime and judge its logits against the Keras logits, or its
     probabilities (the .tflite app files) against softmax(Keras logits), by the same rule."""
     session = open_artifact(target.path, target.runtime)
+    try:  # closed now: a browser runtime's page and Playwright must end before the next opens
+        outputs = run_in_chunks(session.run, images, CHUNK)
+    finally:
+        close_session(session)
     if gives_probabilities(session.output):
         reference = softmax(reference).astype(np.float32)
-    metrics = compare_logits(run_in_chunks(session.run, images, CHUNK), reference, labels)
+    metrics = compare_logits(outputs, reference, labels)
     status, reason = verdict(judge(target.rule, metrics, tolerances))
     return target.cell(
         status,

@@ -13,9 +13,10 @@ from toolkit.runfiles import Manifest
 from toolkit.runfiles.folder import Run, open_run
 from toolkit.runfiles.hashes import check_unmodified, modified_files
 from toolkit.runmodel import load_run_model
-from toolkit.runtimes import VERIFIED_RUNTIMES
+from toolkit.runtimes import DEFAULT_VERIFIED, VERIFIED_RUNTIMES
 from toolkit.verify import ATTRIBUTION_SAMPLES
 from toolkit.verify.attribution import attribute_int8, int8_formats
+from toolkit.verify.levels import not_checked, split_levels
 from toolkit.verify.modellevel import test_images, verify_models
 from toolkit.verify.ops.cases import OP_CASES, Params
 from toolkit.verify.ops.level import verify_ops
@@ -23,13 +24,14 @@ from toolkit.verify.quiet import quiet_tensorflow
 from toolkit.verify.rules import DEFAULT_TOLERANCES, Tolerances
 
 LEVELS = ("all", "ops", "models")
+PARTS_OF = {"all": ("ops", "models"), "ops": ("ops",), "models": ("models",)}  # level -> parts
 PARTS = ("ops", "models", "layers")  # the report's sections of cells, in report order
 
 
 def verify_run(
     run_dir: str | Path,
     level: str = "all",
-    runtimes: str | Iterable[str] = ALL,
+    runtimes: str | Iterable[str] = DEFAULT_VERIFIED,
     samples: int | None = None,
     tolerances: Tolerances = DEFAULT_TOLERANCES,
     shapes: str | Mapping[str, Sequence[Params]] = "full",
@@ -42,8 +44,9 @@ def verify_run(
         raise UsageError(f"unknown level '{level}': choose from {', '.join(LEVELS)}")
     run = open_run(run_dir)
     chosen = choose_names(runtimes, VERIFIED_RUNTIMES, "runtime")
+    by_part = split_levels(PARTS_OF[level], chosen)  # e.g. the browser runtimes: models alone
     op_names = choose_names(ops, OP_CASES, "op")
-    if level != "ops":  # another program's model, bad export folder, --samples or data:
+    if "models" in by_part:  # another program's model, bad export folder, --samples or data:
         load_run_model(run)  # fail before any work
         manifest = run.manifest()
         check_exported(run, manifest, list(manifest.artifacts), allow_modified)
@@ -54,13 +57,16 @@ def verify_run(
         "samples": samples,
         "shapes": shapes if isinstance(shapes, str) else "custom",
         "ops": op_names,
+        "skipped": {
+            part: not_checked(chosen[0], part) for part in PARTS_OF[level] if part not in by_part
+        },
     }
     report = report_head(run, options, tolerances, "models")
     with quiet_tensorflow():
-        if level != "models":
-            report["ops"] = verify_ops(shapes, op_names, chosen, tolerances)
-        if level != "ops":
-            report["models"] = verify_models(run, chosen, samples, tolerances, data)
+        if "ops" in by_part:
+            report["ops"] = verify_ops(shapes, op_names, by_part["ops"], tolerances)
+        if "models" in by_part:
+            report["models"] = verify_models(run, by_part["models"], samples, tolerances, data)
             if any(f in manifest.artifacts for f in int8_formats()):
                 report["int8_attribution"] = _attribution(run, manifest, data[0])
     return conclude(report)

@@ -38,6 +38,8 @@ class WebLibrary:
     imports: dict[str, str] = field(default_factory=dict)  # the page's import map (bare names)
     needs: Callable[[], str | None] = field(default=lambda: None)  # Python packages it reads with
     refuses: Callable[[Path], str | None] = field(default=lambda path: None)
+    # the library reads the class names from the file's metadata (else the app needs labels.txt)
+    reads_labels: bool = False
 
 
 LIBRARIES: dict[str, WebLibrary] = {
@@ -54,6 +56,7 @@ LIBRARIES: dict[str, WebLibrary] = {
             threads=None,
             needs=mediapipe_unavailable,
             refuses=mediapipe_refuses,
+            reads_labels=True,
         ),
         WebLibrary(
             "web-litert",

@@ -13,7 +13,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from toolkit.common.argtypes import ALL, choose_names
+from toolkit.common.argtypes import ALL
 from toolkit.common.errors import UsageError
 from toolkit.common.versions import versions
 from toolkit.export.signature import PROBABILITIES, with_probabilities
@@ -22,7 +22,7 @@ from toolkit.runfiles import Manifest
 from toolkit.runfiles.folder import Run, open_run
 from toolkit.runfiles.hashes import sha256
 from toolkit.runmodel import load_run_model
-from toolkit.runtimes import VERIFIED_RUNTIMES, run_in_chunks
+from toolkit.runtimes import run_in_chunks
 from toolkit.verify.artifacts import Target, artifact_cells, level_report
 from toolkit.verify.cells import FAIL, PASS, open_session, verdict
 from toolkit.verify.layers import LAYER_SAMPLES
@@ -38,6 +38,7 @@ from toolkit.verify.layers.boundaries import (
 from toolkit.verify.layers.capture_litert import LiteRTCapture
 from toolkit.verify.layers.capture_ort import OrtCapture
 from toolkit.verify.layers.metrics import compare_tensor
+from toolkit.verify.levels import choose_at
 from toolkit.verify.modellevel import test_images
 from toolkit.verify.parity import runtime_version
 from toolkit.verify.quiet import quiet_tensorflow
@@ -82,7 +83,7 @@ def verify_layers_run(
     """The report of `toolkit verify RUN --layers`; bad input (a file changed after export
     included, unless `allow_modified`) is a UsageError before any work."""
     run = open_run(run_dir)
-    chosen = choose_names(runtimes, VERIFIED_RUNTIMES, "runtime")
+    chosen = choose_at("layers", runtimes)
     manifest = run.manifest()
     names = check_formats(formats, manifest)
     check_exported(run, manifest, names, allow_modified)

@@ -12,8 +12,8 @@ from toolkit.common.argtypes import ALL, choose_names
 from toolkit.common.errors import UsageError, first_line
 from toolkit.common.progress import progress
 from toolkit.common.scratch import scratch_dir
-from toolkit.runtimes import VERIFIED_RUNTIMES
 from toolkit.verify.cells import ERROR, NOT_APPLICABLE, cell, run_cell, summarize
+from toolkit.verify.levels import choose_at
 from toolkit.verify.ops import SHAPE_SETS
 from toolkit.verify.ops.artifacts import OP_ARTIFACTS, PRECISIONS, OpExport, artifact_for
 from toolkit.verify.ops.cases import (
@@ -63,7 +63,7 @@ def verify_ops(
     `runtimes`: comma lists or lists of names (default all).
     """
     names = choose_names(ops, OP_CASES, "op")
-    chosen = choose_names(runtimes, VERIFIED_RUNTIMES, "runtime")
+    chosen = choose_at("ops", runtimes)
     overrides = dict(overrides or {})
     _check_overrides(overrides, names)
     start = time.perf_counter()

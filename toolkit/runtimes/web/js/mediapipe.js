@@ -17,11 +17,13 @@ export async function load(modelUrl, { base }) {
     runningMode: "IMAGE",
     maxResults: -1,
   });
+  const labels = []; // class names from the file's metadata, by index, as classify meets them
   return {
     inputShape: null, // the task resizes any frame to the model's input
     inputType: "uint8",
     outputShape: null,
     threads: 1,
+    labels,
     /** One (1, H, W, 3) uint8 RGB frame -> every class's score, by class index. */
     classify(pixels, [count, height, width]) {
       if (count !== 1) throw new Error("MediaPipe classifies one frame per call");
@@ -35,7 +37,10 @@ export async function load(modelUrl, { base }) {
       const result = classifier.classify(new ImageData(rgba, width, height));
       const categories = result.classifications[0].categories;
       const scores = new Float32Array(categories.length);
-      for (const c of categories) scores[c.index] = c.score;
+      for (const c of categories) {
+        scores[c.index] = c.score;
+        labels[c.index] = c.displayName || c.categoryName;
+      }
       return scores;
     },
     close() {

@@ -1,0 +1,101 @@
+"""The browser runtimes' rows of a bench (toolkit/runtimes/web/): each file on wasm at one thread
+and at the most threads the page may use (or at `--threads`), its top-1 computed in the browser,
+and one WebGPU row per web runtime saying whether the browser could run it."""
+
+from __future__ import annotations
+
+from toolkit.runtimes import RUNTIMES
+from toolkit.runtimes.timing import Protocol
+from toolkit.runtimes.web.libraries import LIBRARIES
+
+# the default time budget of a web row (no --runs or --seconds): each row starts a browser and
+# compiles the library's WebAssembly first (2-3 s), so a shorter budget keeps the default
+# bench's added time small; a second is still hundreds of calls of a tiny model
+WEB_SECONDS = 1.0
+MOST = None  # a row's thread request: the page's default, every core under cross-origin isolation
+NO_ROOFLINE = (
+    "no roofline fraction for the web-* rows: the roofline's peaks are native matmuls timed in "
+    "LiteRT and ONNX Runtime, and the browser's wasm kernels (other SIMD, threads only under "
+    "cross-origin isolation) have no peak measured here"
+)
+WEBGPU_NOT_TIMED = (
+    "the browser has a WebGPU adapter, but toolkit times the web libraries on wasm only: their "
+    "WebGPU backends are not wired into its pages"
+)
+
+
+def is_web(runtime: str) -> bool:
+    """Whether `runtime` runs in the browser."""
+    return runtime in LIBRARIES
+
+
+def thread_requests(runtime: str, threads: int | None) -> tuple[int | None, ...]:
+    """The thread counts `runtime`'s rows ask for: `threads` when given (--threads), else one
+    and the page's most (MOST); one row for a library that takes no thread count."""
+    if threads is not None:
+        return (threads,)
+    if LIBRARIES[runtime].threads is None:  # MediaPipe: one thread, whatever is asked
+        return (MOST,)
+    return (1, MOST)
+
+
+def web_fields(row: dict) -> dict:
+    """A web row's `threads` (what the page really used) and `backend` from its settings."""
+    settings = row.get("settings") or {}
+    out = {"backend": settings.get("backend", "wasm")}
+    if settings.get("threads") is not None:
+        out["threads"] = settings["threads"]
+    return out
+
+
+def webgpu_reasons(runtimes: list[str]) -> dict[str, str]:
+    """Why each web runtime's WebGPU row is not timed: its own reason when it cannot run here,
+    else the browser's (no adapter), found once per bench, or WEBGPU_NOT_TIMED."""
+    reasons = {r: RUNTIMES[r].unavailable() for r in runtimes}
+    if any(reason is None for reason in reasons.values()):
+        browser = _browser_webgpu()
+        reasons = {r: reason or browser for r, reason in reasons.items()}
+    return {r: str(reason) for r, reason in reasons.items()}
+
+
+def _browser_webgpu() -> str:
+    """The headless browser's WebGPU verdict as a row's reason (one browser started)."""
+    from toolkit.runtimes.web.runtimes import webgpu_unavailable
+
+    try:
+        reason = webgpu_unavailable()
+    except Exception as exc:  # noqa: BLE001  (a browser that will not start: say so)
+        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return f"the WebGPU check could not start the browser ({text})"
+    return reason or WEBGPU_NOT_TIMED
+
+
+def top1_source(row: dict) -> str | None:
+    """Whose top-1 a row shows: "" the file's (its default runtime: the native rows), a web
+    runtime's name for its wasm rows (computed in the browser), None for a WebGPU row."""
+    if not is_web(row["runtime"]):
+        return ""
+    return row["runtime"] if row.get("backend", "wasm") == "wasm" else None
+
+
+ANY = next(iter(LIBRARIES))  # a web runtime, to ask a plan for the web rows' protocol
+TIMER = (
+    "performance.now() per call in the page, the batch already in the page in the file's dtype; "
+    "one browser per row"
+)
+
+
+def protocol_fields(protocol: Protocol, threads: int | None, rows: list[dict]) -> dict:
+    """The web rows' protocol for bench.json's `protocol` ({} without web rows)."""
+    if not any(is_web(r["runtime"]) for r in rows):
+        return {}
+    asked = threads if threads is not None else "1 and the most the page may use"
+    return {
+        "web": {
+            "warmup": protocol.warmup,
+            "runs": protocol.runs,
+            "seconds": protocol.seconds,
+            "threads": asked,
+            "timer": TIMER,
+        }
+    }
