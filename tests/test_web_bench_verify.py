@@ -16,6 +16,7 @@ from toolkit.cli.main import main
 from toolkit.runfiles.folder import BENCH_TOP1_FILE, VERIFY_FILE
 from toolkit.runfiles.hashes import sha256
 from toolkit.runtimes.web import npm
+from toolkit.runtimes.web.browser import Chromium
 from toolkit.runtimes.web.runtimes import webgpu_unavailable
 
 pytestmark = pytest.mark.slow
@@ -30,14 +31,19 @@ def run(tiny_runs, tmp_path, monkeypatch) -> Path:
     return copy_tiny_run(tiny_runs.exported("shiftvit"), tmp_path / "run")
 
 
-def test_web_rows_at_one_and_most_threads_top1_in_the_browser(run):
+def test_web_rows_at_one_and_most_threads_top1_in_the_browser(run, monkeypatch):
     """web-litert on the fp32 .tflite: a wasm row at 1 thread and one at every core, a WebGPU
     row not timed (the browser's reason); top-1 computed in the browser, not the file's Python
-    top-1 from the cache; the library and Chromium versions in bench.md."""
+    top-1 from the cache; the library and Chromium versions in bench.md; one browser started
+    for the whole bench (rows, top-1 and the WebGPU check: `one_browser`)."""
     path = run / "export" / "model_fp32.tflite"
     cached = {f"run data:{sha256(path)}": {"top1": 0.125, "samples": 30}}  # the file's own
     (run / BENCH_TOP1_FILE).write_text(json.dumps(cached))
+    starts = []
+    launch = Chromium.__init__
+    monkeypatch.setattr(Chromium, "__init__", lambda self: starts.append(1) or launch(self))
     assert main(["bench", str(run), "--runtime", "web-litert", "--format", "tflite", *QUICK]) == 0
+    assert len(starts) == 1
     result = json.loads((run / "bench.json").read_text())
     rows = {(r["backend"], r["threads"]): r for r in result["rows"]}
     assert set(rows) == {("wasm", 1), ("wasm", os.cpu_count()), ("webgpu", None)}

@@ -18,6 +18,7 @@ from toolkit.runfiles.folder import BENCH_TOP1_FILE
 from toolkit.runfiles.hashes import sha256
 from toolkit.runtimes import RUNTIMES
 from toolkit.runtimes.timing import Protocol
+from toolkit.runtimes.web.session import one_browser
 from toolkit.runtimes.worker import TIMED_CALL, run_worker
 
 KERAS_FORMAT = roofline.KERAS_FORMAT
@@ -124,7 +125,11 @@ def measure_row(plan: Plan, cell: Cell) -> dict:
     reason = RUNTIMES[runtime].unavailable()
     if reason is not None:
         return {**base, "status": "unavailable", "reason": reason}
-    timed = run_worker(artifact.path, runtime, batch, plan.protocol_of(runtime), cell.threads)
+    if web.is_web(runtime):  # in this process, a page of the bench's one browser (one_browser)
+        timed = web.measure_in_page(artifact.path, runtime, batch, plan.protocol_of(runtime),
+                                    cell.threads)  # fmt: skip
+    else:
+        timed = run_worker(artifact.path, runtime, batch, plan.protocol_of(runtime), cell.threads)
     row = {**base, **timed, **(web.web_fields(timed) if web.is_web(runtime) else {})}
     row.pop("artifact", None)
     if row["status"] == "ok" and plan.macs_per_image:
@@ -337,12 +342,8 @@ def fastest(rows: list[dict]) -> list[dict]:
     ]
 
 
-def run_suite(
-    plan: Plan,
-    on_row: Callable[[dict], None] = lambda row: None,
-    cache: Path | None = None,
-) -> dict:
-    """Measure every cell of the plan (each in its own worker), then accuracy and roofline."""
+def _measure_rows(plan: Plan, on_row: Callable[[dict], None]) -> tuple[list[dict], dict | None]:
+    """Every cell's row, the WebGPU rows, then top-1 (None when the plan computes none)."""
     rows, cells = [], plan.rows()
     for i, cell in enumerate(cells, 1):
         what = f"{cell.artifact.format} on {cell.runtime}, batch {cell.batch}"
@@ -352,9 +353,19 @@ def run_suite(
         rows.append(measure_row(plan, cell))
         on_row(rows[-1])
     rows += webgpu_rows(plan)  # said, not timed
-    if plan.no_top1 is None:
-        data = attach_accuracy(plan, rows)
-    else:
+    return rows, (attach_accuracy(plan, rows) if plan.no_top1 is None else None)
+
+
+def run_suite(
+    plan: Plan,
+    on_row: Callable[[dict], None] = lambda row: None,
+    cache: Path | None = None,
+) -> dict:
+    """Measure every cell of the plan (a native one in a worker of its own, the web ones in
+    pages of one browser), then accuracy and roofline."""
+    with one_browser():  # every web row and top-1 in one browser, started on first use
+        rows, data = _measure_rows(plan, on_row)
+    if data is None:
         data = {"spec": None, "samples": None, "not_computed": plan.no_top1}
         for row in rows:
             row["top1"] = None

@@ -4,9 +4,15 @@ and one WebGPU row per web runtime saying whether the browser could run it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from toolkit.runtimes import RUNTIMES
 from toolkit.runtimes.timing import Protocol
 from toolkit.runtimes.web.libraries import LIBRARIES
+from toolkit.runtimes.worker import measure
+
+# a web row's memory fields: the Python side's alone (the browser's is not measured), left out
+PYTHON_MEMORY = ("rss_before_load_mb", "peak_rss_mb")
 
 # the default time budget of a web row (no --runs or --seconds): each row starts a browser and
 # compiles the library's WebAssembly first (2-3 s), so a shorter budget keeps the default
@@ -37,6 +43,18 @@ def thread_requests(runtime: str, threads: int | None) -> tuple[int | None, ...]
     if LIBRARIES[runtime].threads is None:  # MediaPipe: one thread, whatever is asked
         return (MOST,)
     return (1, MOST)
+
+
+def measure_in_page(
+    path: Path, runtime: str, batch: int, protocol: Protocol, threads: int | None
+) -> dict:
+    """One web row, measured in this process: a page of the browser `one_browser()` holds
+    (no worker per row: the figure is timed in the page, and a browser start per row would
+    cost 2-3 s); no memory figure."""
+    row = measure(path, runtime, batch, protocol, threads)
+    for key in PYTHON_MEMORY:
+        row.pop(key, None)
+    return row
 
 
 def web_fields(row: dict) -> dict:

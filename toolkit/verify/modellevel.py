@@ -16,6 +16,7 @@ from toolkit.runfiles.data import load_split
 from toolkit.runfiles.folder import MODEL_FILE, Run
 from toolkit.runtimes import DEFAULT_VERIFIED, open_artifact, run_in_chunks
 from toolkit.runtimes.base import close_session, gives_probabilities
+from toolkit.runtimes.web.session import one_browser
 from toolkit.verify.artifacts import Target, artifact_cells, level_report
 from toolkit.verify.cells import open_session, verdict
 from toolkit.verify.levels import choose_at
@@ -58,7 +59,8 @@ def verify_models(
         _model_cell, images=images, labels=labels, reference=reference, tolerances=tolerances
     )
     formats = list(manifest.artifacts)
-    cells = artifact_cells("model", folder, manifest, formats, chosen, MODEL_RULES, measure)
+    with one_browser():  # the web runtimes' cells in pages of one browser, started on first use
+        cells = artifact_cells("model", folder, manifest, formats, chosen, MODEL_RULES, measure)
     rules = {f: r.describe(tolerances) for f, r in format_rules().items()}
     accuracy = {"top1_accuracy": top1(reference, labels)}
     return level_report(folder, data, accuracy, chosen, rules, cells, start)
@@ -84,7 +86,7 @@ def _model_cell(
     """Run one artifact in one runtime and judge its logits against the Keras logits, or its
     probabilities (the .tflite app files) against softmax(Keras logits), by the same rule."""
     session = open_artifact(target.path, target.runtime)
-    try:  # closed now: a browser runtime's page and Playwright must end before the next opens
+    try:  # closed now: a browser runtime's page (or its browser) before the next opens
         outputs = run_in_chunks(session.run, images, CHUNK)
     finally:
         close_session(session)

@@ -10,7 +10,7 @@ from toolkit.runtimes.base import Runtime
 from toolkit.runtimes.web.browser import browser_unavailable
 from toolkit.runtimes.web.libraries import LIBRARIES, WebLibrary
 from toolkit.runtimes.web.npm import CACHE_ENV, installed, npm_cache
-from toolkit.runtimes.web.session import open_web
+from toolkit.runtimes.web.session import browser_host, open_web
 
 
 def web_unavailable(library: WebLibrary) -> str | None:
@@ -53,12 +53,7 @@ WEB_RUNTIMES: tuple[Runtime, ...] = tuple(web_runtime(lib) for lib in LIBRARIES.
 def webgpu_unavailable() -> str | None:
     """None when the headless browser has a WebGPU adapter, else why not (one line): the web
     runtimes run on wasm; a WebGPU row says this instead of timing."""
-    from toolkit.runtimes.web.host import WebHost
-
     if (reason := browser_unavailable()) is not None:
         return reason
-    host = WebHost()
-    try:
+    with browser_host() as host:
         return host.webgpu_unavailable()
-    finally:
-        host.close()

@@ -5,8 +5,9 @@ in the input's dtype, scores come back as float32 the same way."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -138,11 +139,58 @@ class WebSession:
         self._finalizer()
 
 
+# the browser `one_browser()` keeps open for the sessions opened inside it: {"host": WebHost}
+# once the first has started it; no "active" key outside one_browser()
+_SHARED: dict[str, object] = {}
+
+
+@contextlib.contextmanager
+def one_browser() -> Iterator[None]:
+    """Inside it, every web session opens a page of one browser (started on first use, closed
+    on leaving): a bench's or verify's web rows pay one browser start (2-3 s), not one each.
+    Nested uses share the outer one."""
+    if "active" in _SHARED:
+        yield
+        return
+    _SHARED["active"] = True
+    try:
+        yield
+    finally:
+        host = _SHARED.pop("host", None)
+        _SHARED.clear()
+        if isinstance(host, WebHost):
+            host.close()
+
+
+def _shared_host() -> WebHost:
+    """`one_browser()`'s host, started now if no session has started it yet."""
+    if "host" not in _SHARED:
+        _SHARED["host"] = WebHost()
+    return _SHARED["host"]  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def browser_host() -> Iterator[WebHost]:
+    """`one_browser()`'s host inside it (left open), else a host of its own, closed after: one
+    Playwright per process at a time, which its sync API requires."""
+    if "active" in _SHARED:
+        yield _shared_host()
+        return
+    host = WebHost()
+    try:
+        yield host
+    finally:
+        host.close()
+
+
 def open_web(library: WebLibrary, path: Path, options: RuntimeOptions) -> WebSession:
-    """`path` in `library`, in a browser of its own (closed with the session); a file the
-    library refuses (`WebLibrary.refuses`) is a one-line UsageError before any browser starts."""
+    """`path` in `library`, in a browser of its own (closed with the session), or in a page of
+    `one_browser()`'s; a file the library refuses (`WebLibrary.refuses`) is a one-line
+    UsageError before any browser starts."""
     if (reason := library.refuses(path)) is not None:
         raise UsageError(reason)
+    if "active" in _SHARED:
+        return WebSession(library, _shared_host(), path, options, owned=False)
     host = WebHost()
     try:
         return WebSession(library, host, path, options, owned=True)
