@@ -156,7 +156,7 @@ def _protocol(args: BenchOptions) -> Protocol:
 
 def chosen_runtimes(spec: str | Sequence[str] | None) -> list[str]:
     """The runtimes `--runtime` names (`all`: every one), in its order; None: the default
-    ones, every runtime but the browser's (their rows start a Chromium each)."""
+    ones, every runtime but the browser's (asked for by name, or `all`)."""
     from toolkit.runtimes import DEFAULT_RUNTIMES, RUNTIMES
 
     return choose_names(spec or DEFAULT_RUNTIMES, RUNTIMES, "--runtime", keep_order=True)

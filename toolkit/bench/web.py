@@ -14,8 +14,8 @@ from toolkit.runtimes.worker import measure
 # a web row's memory fields: the Python side's alone (the browser's is not measured), left out
 PYTHON_MEMORY = ("rss_before_load_mb", "peak_rss_mb")
 
-# the default time budget of a web row (no --runs or --seconds): each row starts a browser and
-# compiles the library's WebAssembly first (2-3 s), so a shorter budget keeps the default
+# the default time budget of a web row (no --runs or --seconds): each row opens a page that
+# compiles the library's WebAssembly first (about a second), so a shorter budget keeps the
 # bench's added time small; a second is still hundreds of calls of a tiny model
 WEB_SECONDS = 1.0
 MOST = None  # a row's thread request: the page's default, every core under cross-origin isolation
@@ -99,7 +99,7 @@ def top1_source(row: dict) -> str | None:
 ANY = next(iter(LIBRARIES))  # a web runtime, to ask a plan for the web rows' protocol
 TIMER = (
     "performance.now() per call in the page, the batch already in the page in the file's dtype; "
-    "one browser per row"
+    "the bench's web rows in pages of one browser, in its process"
 )
 
 

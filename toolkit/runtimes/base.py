@@ -79,7 +79,7 @@ class Runtime:
     # why it cannot take a file, found without loading it (bench refuses before any timing)
     refuses: Callable[[Path], str | None] = field(default=lambda path: None)
     # in bench's and verify's default --runtime list; the browser runtimes are asked for by name
-    # (or `all`): each of their rows starts a headless Chromium
+    # (or `all`): they need a headless Chromium, and each row loads the library in a page
     by_default: bool = True
 
     @property

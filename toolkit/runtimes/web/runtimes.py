@@ -27,7 +27,7 @@ def web_unavailable(library: WebLibrary) -> str | None:
 
 
 # the levels of `toolkit verify` each library is checked at: the model level alone (each file
-# opens in a browser of its own; the op and layer levels' many graphs, some with several
+# opens in a page of its own; the op and layer levels' many graphs, some with several
 # outputs, stay with the native runtimes); MediaPipe none, as its Python adapter (verify has no
 # rule for a task that does its own preprocessing: tests/test_web_runtimes.py holds it to that)
 VERIFIED_AT: dict[str, tuple[str, ...]] = {"web-litert": ("models",), "web-ort": ("models",)}
