@@ -67,7 +67,7 @@ def _import_mediapipe():
     return mediapipe, BaseOptions, vision
 
 
-def _model_tensors(path: Path, data: bytes) -> tuple[tuple, tuple]:
+def model_tensors(path: Path, data: bytes) -> tuple[tuple, tuple]:
     """(input shape, output shape) of a .tflite file's bytes, read with the TFLite schema
     MediaPipe ships; a UsageError when the bytes are no TFLite model or have no metadata."""
     _import_mediapipe()  # quietly, without TensorFlow: the schema module imports all of it
@@ -100,7 +100,7 @@ def mediapipe_refuses(path: Path) -> str | None:
     if mediapipe_unavailable() is not None or not path.is_file():
         return None
     try:
-        _model_tensors(path, path.read_bytes())
+        model_tensors(path, path.read_bytes())
     except UsageError as exc:
         return str(exc)
     return None
@@ -152,7 +152,7 @@ def open_mediapipe(path: Path, options: RuntimeOptions) -> MediaPipeSession:
     Model Metadata is a one-line UsageError. MediaPipe takes no thread count: `options` unused."""
     mediapipe, base_options, vision = _import_mediapipe()
     data = path.read_bytes()
-    shape_in, shape_out = _model_tensors(path, data)
+    shape_in, shape_out = model_tensors(path, data)
     settings = vision.ImageClassifierOptions(
         base_options=base_options(model_asset_buffer=data), max_results=-1
     )

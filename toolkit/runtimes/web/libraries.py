@@ -38,6 +38,11 @@ class WebLibrary:
     imports: dict[str, str] = field(default_factory=dict)  # the page's import map (bare names)
     needs: Callable[[], str | None] = field(default=lambda: None)  # Python packages it reads with
     refuses: Callable[[Path], str | None] = field(default=lambda path: None)
+    # the levels of `toolkit verify` that check files in it: the model level at most (each file
+    # opens in a page of its own; the op and layer levels' many graphs, some with several
+    # outputs, stay with the native runtimes); none for MediaPipe, as for its Python adapter
+    # (verify has no rule for a task that does its own preprocessing)
+    levels: tuple[str, ...] = ()
     # the library reads the class names from the file's metadata (else the app needs labels.txt)
     reads_labels: bool = False
 
@@ -73,6 +78,7 @@ LIBRARIES: dict[str, WebLibrary] = {
             threads="cpuOptions.numThreads",
             imports={"@litertjs/wasm-utils": "@litertjs/wasm-utils/dist/index.js"},
             needs=_litert_unavailable,
+            levels=("models",),
         ),
         WebLibrary(
             "web-ort",
@@ -88,6 +94,7 @@ LIBRARIES: dict[str, WebLibrary] = {
             onnx_specs,
             threads="env.wasm.numThreads",
             refuses=onnx_refuses,
+            levels=("models",),
         ),
     )
 }

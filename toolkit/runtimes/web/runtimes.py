@@ -26,22 +26,15 @@ def web_unavailable(library: WebLibrary) -> str | None:
     return library.needs()
 
 
-# the levels of `toolkit verify` each library is checked at: the model level alone (each file
-# opens in a page of its own; the op and layer levels' many graphs, some with several
-# outputs, stay with the native runtimes); MediaPipe none, as its Python adapter (verify has no
-# rule for a task that does its own preprocessing: tests/test_web_runtimes.py holds it to that)
-VERIFIED_AT: dict[str, tuple[str, ...]] = {"web-litert": ("models",), "web-ort": ("models",)}
-
-
 def web_runtime(library: WebLibrary) -> Runtime:
-    """The registry row of `library`, verified at the levels VERIFIED_AT names."""
+    """The registry row of `library`, verified at the levels its row names."""
     return Runtime(
         library.name,
         library.suffixes,
         functools.partial(open_web, library),
         functools.partial(web_unavailable, library),
         library.description,
-        levels=VERIFIED_AT.get(library.name, ()),
+        levels=library.levels,
         refuses=library.refuses,
         by_default=False,
     )

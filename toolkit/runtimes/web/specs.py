@@ -8,7 +8,7 @@ from pathlib import Path
 
 from toolkit.runtimes.base import PROBABILITIES, TensorSpec, only
 from toolkit.runtimes.litert import SIGNATURE, tensor_spec
-from toolkit.runtimes.mediapipe import FRAMES, _model_tensors
+from toolkit.runtimes.mediapipe import FRAMES, model_tensors
 
 Specs = tuple[TensorSpec, TensorSpec]
 
@@ -23,7 +23,7 @@ def _batch(shape: tuple[int | None, ...], page_shape: list | None) -> tuple[int 
 def frame_specs(path: Path, page: dict) -> Specs:
     """MediaPipe's: one uint8 RGB frame in, every class's probability out (as the Python
     mediapipe runtime); a file without TFLite Model Metadata is a UsageError."""
-    shape_in, shape_out = _model_tensors(path, path.read_bytes())
+    shape_in, shape_out = model_tensors(path, path.read_bytes())
     image = TensorSpec("image", (1, *shape_in[1:]), FRAMES)
     return image, TensorSpec(PROBABILITIES, (1, shape_out[-1]), "float32")
 
