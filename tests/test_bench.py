@@ -17,9 +17,9 @@ import pytest
 from blockers import blocker_code
 from tiny_runs import DATA, copy_tiny_run
 
-from toolkit.bench import interleaved, roofline, suite
+from toolkit.bench import benchmarker, interleaved, roofline
+from toolkit.bench.bench_tables import roofline_lines, terminal_table
 from toolkit.bench.machine import last_level_cache_bytes
-from toolkit.bench.report import roofline_lines, terminal_table
 from toolkit.cli.main import main
 from toolkit.export import export_run
 from toolkit.models import LayerCost, count_macs
@@ -308,9 +308,9 @@ def test_a_peak_is_the_fastest_of_its_rounds_and_a_row_above_a_roof_is_flagged(
         ms = next(times)
         return {**entry, "min_ms": ms} if ms else {**entry, "status": "failed", "reason": "x"}
 
-    monkeypatch.setattr(suite, "_time_kernel", timed)
-    plan = suite.Plan(tmp_path, [], ["ort-cpu"], [1], Protocol(1, 2, None), 1, 10**8, ())
-    peaks, entries = suite.measure_peaks(plan, {"ort-cpu"}, tmp_path)
+    monkeypatch.setattr(benchmarker, "_time_kernel", timed)
+    plan = benchmarker.Plan(tmp_path, [], ["ort-cpu"], [1], Protocol(1, 2, None), 1, 10**8, ())
+    peaks, entries = benchmarker.measure_peaks(plan, {"ort-cpu"}, tmp_path)
     assert [e["rounds_min_ms"] for e in entries] == [[4.0, 2.0], [None, 3.0]]
     assert peaks["ort-cpu", "fp32"] == pytest.approx(roofline.peak_gmacs(2.0))
     assert peaks["ort-cpu", "int8"] == pytest.approx(roofline.peak_gmacs(3.0))
@@ -325,7 +325,7 @@ def test_a_peak_is_the_fastest_of_its_rounds_and_a_row_above_a_roof_is_flagged(
         },
         {"format": "keras", "runtime": "keras", "batch": 1, "roofline_fraction": None},
     ]
-    flagged = suite.above_roof(rows)
+    flagged = benchmarker.above_roof(rows)
     assert flagged == [
         "onnx on ort-cpu at batch 1 ran at 104% of its peak",
         "tflite on litert at batch 1 ran at 102% of its roofline",
@@ -345,8 +345,10 @@ def test_roofline_reads_the_models_bytes_per_runtime_and_precision_that_ran(tmp_
         {"format": "tflite", "runtime": "litert", "batch": 1, "status": "failed"},
     ]
     model = (LayerCost("a", 10**6, 250_000), LayerCost("b", 10**6, 250_000))  # 2 MB of fp32
-    plan = suite.Plan(tmp_path, [], ["ort-cpu"], [1], Protocol(1, 2, None), 1, 2 * 10**6, model)
-    roof = suite.measure_roofline(plan, rows, tmp_path)
+    plan = benchmarker.Plan(
+        tmp_path, [], ["ort-cpu"], [1], Protocol(1, 2, None), 1, 2 * 10**6, model
+    )
+    roof = benchmarker.measure_roofline(plan, rows, tmp_path)
     assert [p["precision"] for p in roof["peaks"]] == ["fp32", "int8"]
     reads = {read["for"]: read for read in roof["memory"]}
     assert set(reads) == {"fp32", "int8"}
@@ -825,11 +827,13 @@ def test_a_fixed_batch_file_is_benched_at_its_batch_only(tmp_path):
     """onnx-mobile's .ort takes batch 1 (its FORMATS row): the batch sweep skips the others
     for it and keeps them for the dynamic-batch files."""
     artifacts = [
-        suite.Artifact("onnx", tmp_path / "model.onnx", 1),
-        suite.Artifact("onnx-mobile", tmp_path / "model.ort", 1),
-        suite.Artifact("keras", tmp_path / "model.keras", 1),
+        benchmarker.Artifact("onnx", tmp_path / "model.onnx", 1),
+        benchmarker.Artifact("onnx-mobile", tmp_path / "model.ort", 1),
+        benchmarker.Artifact("keras", tmp_path / "model.keras", 1),
     ]
-    plan = suite.Plan(tmp_path, artifacts, ["keras", "ort-cpu"], [1, 8], Protocol(1, 2, None), 1, 1)
+    plan = benchmarker.Plan(
+        tmp_path, artifacts, ["keras", "ort-cpu"], [1, 8], Protocol(1, 2, None), 1, 1
+    )
     cells = {(a.format, r, b) for a, r, b in plan.cells()}
     assert cells == {
         ("onnx", "ort-cpu", 1),

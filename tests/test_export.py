@@ -35,6 +35,7 @@ from toolkit.export import CONVERTERS, ExportError, export_run
 from toolkit.export.command import add_arguments
 from toolkit.export.command import run as run_command
 from toolkit.export.entries import MODEL_HASH, update_manifest
+from toolkit.export.exporter import DEFAULT_OPSET, EXPORT_DIR
 from toolkit.export.int8_search import recipe_settings
 from toolkit.export.onnx import keras_to_onnx
 from toolkit.export.onnx_mobile import config_ops, provider_coverage
@@ -48,7 +49,6 @@ from toolkit.export.oplist import (
     tflite_op_sequence,
     tflite_ops,
 )
-from toolkit.export.pipeline import DEFAULT_OPSET, EXPORT_DIR
 from toolkit.export.signature import INPUT_NAME
 from toolkit.export.tflite import DYNAMIC_B1, INT8, convert_tflite, tflite_spelling
 from toolkit.export.xnnpack import delegation
@@ -66,7 +66,7 @@ from toolkit.runfiles.hashes import sha256
 from toolkit.runmodel import load_run_model
 from toolkit.runtimes import open_artifact
 from toolkit.verify import OP_CASES
-from toolkit.verify.metrics import compare
+from toolkit.verify.error_metrics import compare
 from toolkit.verify.ops.artifacts import OpExport
 from toolkit.verify.ops.cases import case_inputs, case_model
 from toolkit.verify.rules import DEFAULT_TOLERANCES, judge, rule_for

@@ -167,9 +167,9 @@ def test_imports_point_one_way():
 def test_the_layer_scan_sees_a_core_module_importing_a_stage(tmp_path):
     (tmp_path / "toolkit" / "bench").mkdir(parents=True)
     (tmp_path / "toolkit" / "core.py").write_text("def f():\n    from toolkit.export import x\n")
-    (tmp_path / "toolkit" / "bench" / "b.py").write_text("import toolkit.verify.suite\n")
+    (tmp_path / "toolkit" / "bench" / "b.py").write_text("import toolkit.verify.verifier\n")
     assert _wrong_imports(tmp_path) == [
-        "toolkit/bench/b.py:1 imports toolkit.verify.suite",
+        "toolkit/bench/b.py:1 imports toolkit.verify.verifier",
         "toolkit/core.py:2 imports toolkit.export",
         "toolkit/core.py:2 imports toolkit.export.x",
     ]

@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from toolkit.export import onnx_rewrite
-from toolkit.export.errors import ExportError
+from toolkit.export.conversion_error import ExportError
 from toolkit.export.onnx_int8 import OnnxRecipe, quantize_int8
 from toolkit.export.onnx_rewrite import (
     ATTENTION_OPSET,

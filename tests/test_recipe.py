@@ -16,8 +16,8 @@ from toolkit.cli.main import main
 from toolkit.common.errors import UsageError
 from toolkit.data import eval_dataset, load_data, train_dataset
 from toolkit.data.augment import Augmentation
+from toolkit.data.input_pipeline import augments_in_pipeline
 from toolkit.data.mixing import Mixing, choose, cutmix, mix_batch, mixup
-from toolkit.data.pipeline import augments_in_pipeline
 from toolkit.data.random_augment import RandomAugment
 from toolkit.evaluate import evaluate_model
 from toolkit.models import get_preset, preset_from_dict

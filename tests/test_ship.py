@@ -3,7 +3,7 @@
 replaces only its own), the model card (its YAML header parsed) and README against model.json,
 --serve, the exit-2 one-liners, and end to end on a tiny trained run (slow).
 
-The report page and web app (toolkit/ship/report.py, webapp.py) have their own tests
+The report page and web app (toolkit/ship/report_html.py, webapp.py) have their own tests
 (tests/test_ship_browser.py); here they are stand-ins that record how ship calls them.
 """
 

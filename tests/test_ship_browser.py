@@ -32,7 +32,7 @@ from toolkit.runtimes.web.libraries import LIBRARIES
 from toolkit.ship import serve
 from toolkit.ship.measurements import read_measurements
 from toolkit.ship.picks import Pick
-from toolkit.ship.report import REPORT_FILE, write_report
+from toolkit.ship.report_html import REPORT_FILE, write_report
 from toolkit.ship.shipment import Shipment
 from toolkit.ship.webapp import USAGE_LOG_URL, WEB_DIR, WEB_NOTES, write_web_app
 from toolkit.training.train import TrainOptions, train

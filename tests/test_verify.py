@@ -24,8 +24,8 @@ from toolkit.runtimes import VERIFIED_RUNTIMES as RUNTIMES  # what verify checks
 from toolkit.verify import OP_CASES, Tolerances, verify_ops
 from toolkit.verify.cells import FAIL, NOT_APPLICABLE, PASS, UNAVAILABLE
 from toolkit.verify.command import add_arguments
+from toolkit.verify.error_metrics import compare
 from toolkit.verify.levels import runtimes_at
-from toolkit.verify.metrics import compare
 from toolkit.verify.ops.artifacts import PRECISIONS
 
 MODELS = ("shiftvit", "vit-lsa")

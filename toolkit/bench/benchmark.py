@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolkit.bench import interleaved, web
+from toolkit.bench.benchmarker import KERAS_FORMAT, Artifact, Plan, run_suite
 from toolkit.bench.folder import BenchFolder, open_folder
-from toolkit.bench.suite import KERAS_FORMAT, Artifact, Plan, run_suite
 from toolkit.common.argtypes import choose_names, comma_items, positive_ints
 from toolkit.common.errors import UsageError
 from toolkit.formats import FORMATS
@@ -311,8 +311,8 @@ def _command(args: BenchOptions, runtimes, formats, batches, protocol: Protocol)
 def write_outputs(result: dict, folder: Path) -> list[Path]:
     """bench.json, bench.md and bench.png in the folder benched, each written atomically;
     bench.png only where matplotlib is installed (not on a device with the runtimes alone)."""
+    from toolkit.bench.bench_tables import markdown
     from toolkit.bench.plot import plot
-    from toolkit.bench.report import markdown
     from toolkit.common import atomic
     from toolkit.common.backend import installed
 
@@ -330,7 +330,7 @@ def bench_run(folder: str | Path | BenchOptions, quiet: bool = True, **options) 
     """Plan (every check before any timing), measure and write into the folder; `options` are
     BenchOptions' fields (runtime, format, batch, threads, runs, seconds, warmup, data). Unless
     quiet, prints the plan and the table."""
-    from toolkit.bench.report import terminal_table
+    from toolkit.bench.bench_tables import terminal_table
 
     args = folder if isinstance(folder, BenchOptions) else BenchOptions(Path(folder), **options)
     plan = make_plan(args)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from toolkit.bench.bench_tables import terminal_table
 from toolkit.bench.benchmark import bench_run
-from toolkit.bench.report import terminal_table
 from toolkit.common import atomic
 from toolkit.common.errors import UsageError
 from toolkit.export import export_run

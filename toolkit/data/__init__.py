@@ -15,10 +15,10 @@ from toolkit.data.stream import FolderImages, in_memory, stats_images, stream_er
 
 # name -> the module of this package that defines it, imported when the name is first used
 _KERAS_BACKED = {
-    "augments_in_pipeline": "pipeline",
-    "eval_dataset": "pipeline",
-    "train_dataset": "pipeline",
-    "training_model": "pipeline",
+    "augments_in_pipeline": "input_pipeline",
+    "eval_dataset": "input_pipeline",
+    "train_dataset": "input_pipeline",
+    "training_model": "input_pipeline",
     "DATA_KINDS": "specs",
     "load_data": "specs",
 }

@@ -7,15 +7,15 @@ The converters import TensorFlow: they load on first use, after `setup_keras()`,
 
 from __future__ import annotations
 
-from toolkit.export.errors import ExportError
+from toolkit.export.conversion_error import ExportError
 from toolkit.keras_setup import loaded_after_setup
 
 # name -> the module of this package that defines it, imported when the name is first used
 _CONVERTING = {
     "CONVERTERS": "converters",
     "Converter": "converters",
-    "Exported": "pipeline",
-    "export_run": "pipeline",
+    "Exported": "exporter",
+    "export_run": "exporter",
 }
 
 __all__ = ["CONVERTERS", "Converter", "ExportError", "Exported", "export_run"]

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from toolkit.common.argtypes import ALL, finite_float
-from toolkit.export.errors import ExportError
+from toolkit.export.conversion_error import ExportError
 from toolkit.formats import (
     ATTENTION_OPSET,
     DEFAULT_CALIB_SAMPLES,
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from toolkit.keras_setup import setup_keras
 
     setup_keras()  # TensorFlow imported quietly and the custom layers registered, before converters
-    from toolkit.export.pipeline import export_run
+    from toolkit.export.exporter import export_run
 
     try:
         exported = export_run(

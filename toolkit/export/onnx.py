@@ -28,7 +28,7 @@ from tensorflow.python.framework.convert_to_constants import convert_variables_t
 import toolkit
 from toolkit.common.errors import first_line
 from toolkit.common.native_logs import captured_native_stderr
-from toolkit.export.errors import ExportError
+from toolkit.export.conversion_error import ExportError
 from toolkit.export.onnx_rewrite import rewrite
 from toolkit.export.oplist import STANDARD_ONNX_DOMAINS, forbidden_ops, onnx_ops
 from toolkit.export.signature import INPUT_NAME, OUTPUT_NAME, serving_function

@@ -33,7 +33,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from toolkit.export.errors import ExportError
+from toolkit.export.conversion_error import ExportError
 from toolkit.export.oplist import STANDARD_ONNX_DOMAINS
 from toolkit.formats import ATTENTION_OPSET
 from toolkit.ops.attention import DIAGONAL_FILL  # exp(lowest - row max) is exactly 0

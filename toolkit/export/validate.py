@@ -12,7 +12,7 @@ import onnxruntime as ort
 from ai_edge_litert.interpreter import Interpreter
 
 from toolkit.common.native_logs import captured_native_stderr
-from toolkit.export.errors import ExportError
+from toolkit.export.conversion_error import ExportError
 from toolkit.export.oplist import Op, forbidden_ops, onnx_ops, ort_format_ops, tflite_ops
 from toolkit.export.signature import INPUT_NAME, OUTPUT_NAME, PROBABILITIES, SIGNATURE_KEY
 

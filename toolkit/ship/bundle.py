@@ -47,7 +47,7 @@ from toolkit.ship.owned import (
 )
 from toolkit.ship.picks import DEFAULT_MAX_DROP, Pick, check_budget
 from toolkit.ship.readme import bundle_readme
-from toolkit.ship.report import write_report
+from toolkit.ship.report_html import write_report
 from toolkit.ship.shipment import Shipment
 from toolkit.ship.stages import (
     StagePlan,

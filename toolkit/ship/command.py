@@ -85,7 +85,7 @@ def pick_table(picks: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     """Ship, print the picks and the bundle; with --serve, serve it until interrupted."""
     from toolkit.common.errors import UsageError
-    from toolkit.export.errors import ExportError
+    from toolkit.export.conversion_error import ExportError
     from toolkit.ship.bundle import SHIP_DIR, ship_run
     from toolkit.ship.names import REPORT_FILE, WEB_DIR
     from toolkit.ship.owned import kept_line

@@ -5,7 +5,7 @@ The train step gathers its images and labels on the device, augments them there
 (`RandomAugment`: crop, flip, the augment policy, erasing), mixes them there (Mixup/CutMix,
 `toolkit.data.mix_ops`) and trains, all inside the one compiled step: no image crosses from
 the host after the upload and nothing waits on the host per step. The host pipelines
-(`toolkit.data.pipeline`) move every batch's float32 pixels and augment or mix them on host
+(`toolkit.data.input_pipeline`) move every batch's float32 pixels and augment or mix them on host
 cores; on a GPU they, not the model, set the pace (records/notes/gpu.md).
 
 `DeviceResidentTrainer` wraps the model `toolkit train` saves: its call takes int32 indices

@@ -22,7 +22,7 @@ _LEVELS = {
     "OpCase": "ops.cases",
     "verify_models": "modellevel",
     "verify_ops": "ops.level",
-    "verify_run": "suite",
+    "verify_run": "verifier",
 }
 
 __all__ = [

@@ -9,7 +9,7 @@ import numpy as np
 
 from toolkit.common.errors import first_line
 from toolkit.runtimes import VERIFIED_RUNTIMES, RuntimeUnavailable, Session, open_artifact
-from toolkit.verify.metrics import compare
+from toolkit.verify.error_metrics import compare
 from toolkit.verify.quantscale import output_scale
 from toolkit.verify.rules import Rule, Tolerances, judge
 

@@ -15,17 +15,17 @@ from toolkit.runfiles.folder import VERIFY_LAYERS_PLOT
 from toolkit.runtimes import DEFAULT_VERIFIED, VERIFIED_RUNTIMES
 from toolkit.verify import ATTRIBUTION_SAMPLES
 from toolkit.verify.layers import LAYER_SAMPLES
-from toolkit.verify.layers.report import divergence_lines, layer_table
+from toolkit.verify.layers.display import divergence_lines, layer_table
 from toolkit.verify.levels import LEVEL_NAMES
 from toolkit.verify.ops import OP_NAMES, SHAPE_SETS
-from toolkit.verify.report import (
+from toolkit.verify.rules import ATOL_FP32, INT8_STEPS, Tolerances
+from toolkit.verify.saving import manifest_writable, report_path, save_report
+from toolkit.verify.tables import (
     attribution_table,
     model_table,
     op_table,
     unavailable_reasons,
 )
-from toolkit.verify.rules import ATOL_FP32, INT8_STEPS, Tolerances
-from toolkit.verify.saving import manifest_writable, report_path, save_report
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
 
     setup_keras()  # TensorFlow imported quietly and the custom layers registered, before the levels
     from toolkit.verify.layers.level import verify_layers_run
-    from toolkit.verify.suite import verify_run
+    from toolkit.verify.verifier import verify_run
 
     if args.layers:
         report = verify_layers_run(

@@ -19,8 +19,8 @@ from toolkit.runtimes.base import close_session, gives_probabilities
 from toolkit.runtimes.web.session import one_browser
 from toolkit.verify.artifacts import Target, artifact_cells, level_report
 from toolkit.verify.cells import open_session, verdict
+from toolkit.verify.error_metrics import compare_logits
 from toolkit.verify.levels import choose_at
-from toolkit.verify.metrics import compare_logits
 from toolkit.verify.rules import DEFAULT_TOLERANCES, MODEL_RULES, Tolerances, format_rules, judge
 
 CHUNK = 256  # images per runtime call: bounds activation memory on big test splits

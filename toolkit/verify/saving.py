@@ -11,7 +11,7 @@ from toolkit.common import atomic
 from toolkit.common.errors import UsageError
 from toolkit.runfiles import EXPORT_DIR, manifest_path, verify_path, write_verify
 from toolkit.runfiles.folder import VERIFY_LAYERS_PLOT
-from toolkit.verify.layers.report import plot_layers
+from toolkit.verify.layers.display import plot_layers
 from toolkit.verify.parity import record_parity
 
 

@@ -35,15 +35,15 @@ from toolkit.verify.layers.boundaries import (
     ops_between,
     output_boundary,
 )
+from toolkit.verify.layers.boundary_error import compare_tensor
 from toolkit.verify.layers.capture_litert import LiteRTCapture
 from toolkit.verify.layers.capture_ort import OrtCapture
-from toolkit.verify.layers.metrics import compare_tensor
 from toolkit.verify.levels import choose_at
 from toolkit.verify.modellevel import test_images
 from toolkit.verify.parity import runtime_version
 from toolkit.verify.quiet import quiet_tensorflow
 from toolkit.verify.rules import DEFAULT_TOLERANCES, LAYER_RULES, Tolerances, judge, rule_for
-from toolkit.verify.suite import check_exported, conclude, report_head
+from toolkit.verify.verifier import check_exported, conclude, report_head
 
 CHUNK = 32  # images per Keras and ORT call: bounds activation memory (LiteRT: its own batch)
 NOT_FOUND = "not found"

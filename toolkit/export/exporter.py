@@ -9,6 +9,7 @@ from pathlib import Path
 from toolkit.common import atomic
 from toolkit.common.errors import UsageError, first_line
 from toolkit.common.progress import progress
+from toolkit.export.conversion_error import ExportError
 from toolkit.export.converters import CONVERTERS
 from toolkit.export.entries import (
     Extras,
@@ -18,7 +19,6 @@ from toolkit.export.entries import (
     record_gpu_acceleration,
     update_manifest,
 )
-from toolkit.export.errors import ExportError
 from toolkit.export.int8_search import check_budget, recipe_settings, search
 from toolkit.export.metadata import with_metadata
 from toolkit.export.source import ExportSource, open_source

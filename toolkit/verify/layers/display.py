@@ -7,7 +7,7 @@ from pathlib import Path
 
 from toolkit.common import atomic
 from toolkit.verify.cells import FAIL, PASS, UNAVAILABLE
-from toolkit.verify.report import table
+from toolkit.verify.tables import table
 
 EXACT_DB = 160.0  # where an exact boundary (no error at all) is drawn; fp32 noise is ~120-150
 
