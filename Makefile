@@ -39,10 +39,12 @@ format: $(STAMP)
 
 PYTEST := CHROMIUM=$(CHROMIUM) TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q --durations=25
 # two pytest-xdist workers, each test file on one (its module fixtures made once; the shared
-# tiny runs once for both: tests/tiny_runs.py); the tests marked serial after, alone
+# tiny runs once for both: tests/tiny_runs.py), the longest files first (tests/suite_order.py:
+# xdist would order them by their count of tests); the tests marked serial after, alone
 WORKERS ?= 2
 # $(call part,MARKS): the tests of MARKS, both runs whatever the first gives; fails if either did
-part = { $(PYTEST) -n $(WORKERS) --dist loadfile -m "($(1)) and not serial"; first=$$?; \
+part = { $(PYTEST) -n $(WORKERS) --dist loadfile --no-loadscope-reorder \
+	-m "($(1)) and not serial"; first=$$?; \
 	$(PYTEST) -m "($(1)) and serial" && [ $$first = 0 ]; }
 
 # the quick tests, then those that train or time (marked slow); prints each part's time

@@ -7,17 +7,39 @@ run that way in a subprocess by tests/test_backends.py).
 
 import os
 import sys
+from pathlib import Path
 
 os.environ["KERAS_BACKEND"] = os.environ.get("TOOLKIT_TEST_BACKEND", "tensorflow")
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+# JAX's compilation cache on disk, shared by every process of a test run (workers and the
+# processes tests start): the tiny presets' train steps are compiled once, not in each of the
+# ~30 JAX processes (a tiny JAX training: 24 s cold, 15 s with its steps cached). Entries are
+# keyed by program, flags and versions, kept between runs; `make clean` removes them.
+os.environ.setdefault(
+    "JAX_COMPILATION_CACHE_DIR", str(Path(__file__).parent / ".pytest_cache" / "jax-compiled")
+)
 
 import pytest  # noqa: E402  (after the backend is chosen)
 
 from toolkit.common.backend import backend_installed  # noqa: E402
 from toolkit.keras_setup import setup_keras  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).parent / "tests"))  # as pytest puts it for tests/ itself
+from suite_order import LONGEST_FIRST  # noqa: E402  (tests/suite_order.py)
+from tiny_runs import TinyRuns  # noqa: E402  (tests/tiny_runs.py, for studies/tests too)
+
 if backend_installed(os.environ["KERAS_BACKEND"]):
     setup_keras()  # TensorFlow imported quietly; the custom layers registered for safe_mode
+
+
+@pytest.fixture(scope="session")
+def tiny_runs(tmp_path_factory) -> TinyRuns:
+    """Tiny runs trained and exported once for the session (tests/tiny_runs.py); under
+    pytest-xdist in one folder beside the workers' own, which they share."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return TinyRuns(tmp_path_factory.mktemp("tiny_runs"))
+    return TinyRuns(tmp_path_factory.getbasetemp().parent / "tiny_runs")
+
 
 # Fixtures that train a model (or export one): a test using one, directly or through another
 # fixture, is `slow`. Modules whose every test trains or times set `pytestmark` instead.
@@ -28,10 +50,13 @@ TRAINING_FIXTURES = {
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark `slow` every test that needs a trained model through a fixture."""
+    """Mark `slow` every test that needs a trained model through a fixture; put the modules of
+    LONGEST_FIRST first (the order within a module kept)."""
     for item in items:
         if TRAINING_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
 
 
 EXIT_STATUS = pytest.StashKey[int]()

@@ -15,13 +15,13 @@ import keras
 import numpy as np
 import pytest
 from blockers import blocker_code
+from tiny_runs import BENCH_FORMATS as FORMATS
 from tiny_runs import DATA, copy_tiny_run
 
 from toolkit.bench import benchmarker, interleaved, roofline
 from toolkit.bench.bench_tables import roofline_lines, terminal_table
 from toolkit.bench.machine import last_level_cache_bytes
 from toolkit.cli.main import main
-from toolkit.export import export_run
 from toolkit.models import LayerCost, count_macs
 from toolkit.runfiles.folder import (
     BENCH_FILES,
@@ -36,7 +36,6 @@ from toolkit.runtimes.timing import Protocol, summarize, time_calls
 from toolkit.runtimes.web import npm
 from toolkit.runtimes.worker import measure, run_worker, worker_command, worker_env
 
-FORMATS = "onnx,tflite,tflite-int8"
 SHORT = ["--runs", "3", "--warmup", "1"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,11 +44,11 @@ CUDA_HERE = RUNTIMES["ort-cuda"].unavailable() is None
 
 @pytest.fixture(scope="module")
 def run_dir(tiny_runs, tmp_path_factory) -> Path:
-    """The shared tiny shiftvit run (1 epoch on synthetic shapes) copied and exported to onnx,
-    tflite, tflite-int8."""
-    run = copy_tiny_run(tiny_runs.trained("shiftvit"), tmp_path_factory.mktemp("bench") / "run")
-    export_run(run, FORMATS, calib_samples=32)
-    return run
+    """A copy of the shared tiny shiftvit run (1 epoch on synthetic shapes) exported to onnx,
+    tflite, tflite-int8 (FORMATS)."""
+    return copy_tiny_run(
+        tiny_runs.bench_ready("shiftvit"), tmp_path_factory.mktemp("bench") / "run"
+    )
 
 
 def roofline_in_tmp(mp: pytest.MonkeyPatch, tmp_path_factory) -> None:
@@ -601,12 +600,13 @@ def test_bad_run_folders_exit_2(run_dir, tmp_path, capsys):
 
 def test_demo_bench_step(run_dir, tmp_path, capsys):
     """What `toolkit demo` runs after verify, through the Python API: short runs, quiet, the
-    three files returned; the same call as `toolkit bench` with those flags."""
+    three files returned; the same call as `toolkit bench` with those flags (here on one file:
+    the call is the same for each)."""
     from toolkit import bench_run
     from toolkit.cli.demo import BENCH_OPTIONS
 
     run = copy_tiny_run(run_dir, tmp_path / "run")
-    benched = bench_run(run, **BENCH_OPTIONS)
+    benched = bench_run(run, format="tflite", **BENCH_OPTIONS)
     result, paths = benched.result, benched.files
     assert capsys.readouterr().out == ""  # quiet by default
     assert [p.name for p in paths] == list(BENCH_FILES) and all(p.is_file() for p in paths)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -69,10 +68,8 @@ def test_registry_lists_every_kind():
     assert CIFAR100_CLASSES[91] == "trout" and len(set(CIFAR100_CLASSES)) == 100
 
 
-def test_shapes_deterministic_balanced_and_fast():
-    start = time.perf_counter()
+def test_shapes_deterministic_and_balanced():
     x, y = generate_shapes(3000, seed=0)
-    assert time.perf_counter() - start < 2.0
     assert x.shape == (3000, 32, 32, 3) and x.dtype == np.uint8 and y.dtype == np.int64
     assert np.all(np.bincount(y) == 300)
     x2, y2 = generate_shapes(3000, seed=0)

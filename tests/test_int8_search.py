@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,12 +25,10 @@ from toolkit.export.int8_search import ONNX_RECIPES, TFLITE_RECIPES, choose
 from toolkit.export.metadata import read_metadata
 from toolkit.export.onnx_int8 import ImageReader
 from toolkit.export.oplist import forbidden_ops, onnx_ops, tflite_ops
-from toolkit.export.source import open_source
 from toolkit.export.xnnpack import delegation
 from toolkit.formats import FORMATS, check_options
 from toolkit.runfiles.folder import MANIFEST_FILE, open_run
 from toolkit.runfiles.hashes import sha256
-from toolkit.runmodel import load_run_model
 from toolkit.runtimes import open_artifact
 from toolkit.runtimes.timing import Protocol
 
@@ -42,13 +41,6 @@ PROGRESS = "   "  # toolkit.common.progress indents its lines; errors start at c
 @pytest.fixture(autouse=True)
 def quick_latency(monkeypatch):
     monkeypatch.setattr(int8_search, "SEARCH_PROTOCOL", QUICK)
-
-
-@pytest.fixture(scope="module", params=("shiftvit", "vit-lsa"))
-def tiny_run(request, tiny_runs, tmp_path_factory) -> Path:
-    """A copy of the shared tiny run trained 1 epoch on synthetic shapes (nothing exported)."""
-    root = tmp_path_factory.mktemp(f"search-{request.param}")
-    return copy_tiny_run(tiny_runs.trained(request.param), root / "run")
 
 
 @pytest.fixture(scope="module")
@@ -66,21 +58,54 @@ def _ops_by_type(flatbuffer: bytes) -> dict[str, set[str]]:
     return found
 
 
-def _build(run_dir: Path, fmt: str, name: str) -> bytes:
-    """The bytes of one search candidate of `fmt`, calibrated on 16 images of the run's data."""
-    run = open_run(run_dir)
-    space = CONVERTERS[fmt].search
-    with open_source(run, load_run_model(run), opset=17, calib_data=None, calib_samples=16) as src:
-        return space.build(src, space.recipes[name], name)
+# the formats searched per model: both on ViT-LSA (attention, the recipes' reason to exist);
+# ShiftViT's .tflite (no attention: the float-attention recipes change nothing there)
+SEARCHED = {"vit-lsa": ("tflite-int8", "onnx-int8"), "shiftvit": ("tflite-int8",)}
+
+
+@dataclass
+class Searched:
+    """`export_run(RUN, FORMATS, max_accuracy_drop=50)` with every candidate's bytes kept."""
+
+    out: Path  # the export folder
+    manifest: dict
+    built: dict[str, dict[str, bytes]]  # format -> recipe -> the candidate's bytes
+
+
+def budgeted_search(run: Path, out: Path) -> Searched:
+    """Both search tables built, scored and timed once on RUN; the recipe tests below read
+    the candidates from here (a search builds every recipe of its table)."""
+    formats = SEARCHED[open_run(run).config.model]
+    built: dict[str, dict[str, bytes]] = {fmt: {} for fmt in formats}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(int8_search, "SEARCH_PROTOCOL", QUICK)
+        for fmt in formats:
+            converter = CONVERTERS[fmt]
+
+            def build(src, recipe, name, _build=converter.search.build, _kept=built[fmt]):
+                _kept[name] = _build(src, recipe, name)
+                return _kept[name]
+
+            space = replace(converter.search, build=build)
+            patch.setitem(CONVERTERS, fmt, replace(converter, search=space))
+        exported = export_run(
+            run, ",".join(formats), calib_samples=CALIB_SAMPLES, max_accuracy_drop=50.0, out=out
+        )
+    return Searched(out, exported.manifest.to_json(), built)
+
+
+@pytest.fixture(scope="module")
+def vit_searched(vit_run, tmp_path_factory) -> Searched:
+    return budgeted_search(vit_run, tmp_path_factory.mktemp("searched-vit") / "export")
 
 
 # -- the recipe tables --
 
 
 @pytest.mark.parametrize("name", TFLITE_RECIPES)
-def test_every_tflite_recipe_builds_a_runnable_builtin_artifact(name, vit_run, tmp_path):
+def test_every_tflite_recipe_builds_a_runnable_builtin_artifact(name, vit_searched, tmp_path):
     recipe = TFLITE_RECIPES[name]
-    flatbuffer = _build(vit_run, "tflite-int8", name)
+    flatbuffer = vit_searched.built["tflite-int8"][name]
     assert forbidden_ops(tflite_ops(flatbuffer)) == []
     path = tmp_path / "m.tflite"
     path.write_bytes(flatbuffer)
@@ -104,12 +129,12 @@ def test_every_tflite_recipe_builds_a_runnable_builtin_artifact(name, vit_run, t
 
 
 def test_float_norm_gelu_attention_runs_whole_in_xnnpack_where_plain_int8_does_not(
-    vit_run, tmp_path
+    vit_searched, tmp_path
 ):
     paths = {}
     for name in ("int8", "int8-b1-float-norm-gelu-attention"):
         paths[name] = tmp_path / f"{name}.tflite"
-        paths[name].write_bytes(_build(vit_run, "tflite-int8", name))
+        paths[name].write_bytes(vit_searched.built["tflite-int8"][name])
     plain = delegation(paths["int8"])
     assert not plain.fully_delegated and plain.partitions > 1
     assert {"SQUARED_DIFFERENCE/int8", "RSQRT/int8"} <= set(plain.not_delegated)
@@ -121,9 +146,9 @@ def test_float_norm_gelu_attention_runs_whole_in_xnnpack_where_plain_int8_does_n
 
 
 @pytest.mark.parametrize("name", ONNX_RECIPES)
-def test_every_onnx_recipe_builds_a_runnable_standard_artifact(name, vit_run, tmp_path):
+def test_every_onnx_recipe_builds_a_runnable_standard_artifact(name, vit_searched, tmp_path):
     recipe = ONNX_RECIPES[name]
-    data = _build(vit_run, "onnx-int8", name)
+    data = vit_searched.built["onnx-int8"][name]
     model = onnx.load_from_string(data)
     assert forbidden_ops(onnx_ops(model)) == []
     path = tmp_path / "m.onnx"
@@ -187,21 +212,14 @@ def test_only_the_int8_formats_take_the_budget():
 # -- the search on a tiny run --
 
 
-# the formats searched per model: both on ViT-LSA (attention, the recipes' reason to exist);
-# ShiftViT's .tflite (no attention: the float-attention recipes change nothing there)
-SEARCHED = {"vit-lsa": ("tflite-int8", "onnx-int8"), "shiftvit": ("tflite-int8",)}
-
-
-def test_search_keeps_the_fastest_recipe_within_budget(tiny_run, tmp_path):
-    out = tmp_path / "export"
-    formats = SEARCHED[open_run(tiny_run).config.model]
-    manifest = export_run(
-        tiny_run,
-        ",".join(formats),
-        calib_samples=CALIB_SAMPLES,
-        max_accuracy_drop=50.0,
-        out=out,
-    ).manifest.to_json()
+@pytest.mark.parametrize("model", SEARCHED)
+def test_search_keeps_the_fastest_recipe_within_budget(model, vit_searched, tiny_runs, tmp_path):
+    if model == "vit-lsa":
+        searched = vit_searched
+    else:
+        run = copy_tiny_run(tiny_runs.trained(model), tmp_path / "run")
+        searched = budgeted_search(run, tmp_path / "export")
+    out, manifest, formats = searched.out, searched.manifest, SEARCHED[model]
     assert json.loads((out / MANIFEST_FILE).read_text()) == manifest
     tables = {"tflite-int8": TFLITE_RECIPES, "onnx-int8": ONNX_RECIPES}
     assert set(manifest["artifacts"]) == set(formats)

@@ -153,6 +153,8 @@ def test_a_killed_process_stops_the_other_in_one_line_and_the_run_resumes(killed
     assert errors[0].startswith(f"toolkit: error: process {killed} of 2 was ")
     assert f"`toolkit train --out {out} --resume` in every process" in errors[0]
     assert (out / "checkpoint").is_dir() and not (out / "metrics.json").exists()
+    if killed == 1:
+        return  # the checkpoint is process 0's either way: the resume is checked once, below
 
     port = _free_port()
     results = _finish([_start(pid, port, out, "--resume") for pid in (0, 1)])

@@ -16,7 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 DATA = "shapes:300"
+MODELS = ("shiftvit", "vit-lsa")  # the models with shared tiny runs
 CALIB_SAMPLES = 64
+BENCH_FORMATS = "onnx,tflite,tflite-int8"
+PROVENANCE = {"author": "Example Labs", "license": "Apache-2.0"}  # train's --author, --license
 
 
 class TinyRuns:
@@ -27,36 +30,69 @@ class TinyRuns:
         self.root = root
 
     def trained(self, model: str) -> Path:
-        """`toolkit train --model MODEL --preset tiny --data shapes:300 --epochs 1`: nothing
-        exported."""
+        """`toolkit train --model MODEL --preset tiny --data shapes:300 --epochs 1` with an
+        --author and --license (PROVENANCE): nothing exported."""
 
-        def make(out: Path) -> None:
-            from toolkit.training.train import TrainOptions, train
+        def make_for(name: str) -> Callable[[Path], None]:
+            def make(out: Path) -> None:
+                from toolkit.training.train import TrainOptions, train
 
-            train(TrainOptions(model, "tiny", DATA, epochs=1), out=out)
+                train(TrainOptions(name, "tiny", DATA, epochs=1, **PROVENANCE), out=out)
 
-        return made_once(self.root / "trained" / model, make)
+            return make
+
+        return self._shared("trained", model, make_for)
 
     def exported(self, model: str) -> Path:
         """The trained run copied and exported to every format (`--format all`, 64
         calibration images) into RUN/export."""
 
+        def make_for(name: str) -> Callable[[Path], None]:
+            def make(run: Path) -> None:
+                from toolkit.export import export_run
+
+                copy_tiny_run(self.trained(name), run)
+                export_run(run, "all", calib_samples=CALIB_SAMPLES)
+
+            return make
+
+        return self._shared("exported", model, make_for)
+
+    def _shared(
+        self, kind: str, model: str, make_for: Callable[[str], Callable[[Path], None]]
+    ) -> Path:
+        """The `kind` run of `model`; while another worker makes it, this one makes the other
+        models' `kind` runs (every module that needs one needs both, soon), then waits."""
+        if made_once(self.root / kind / model, make_for(model), wait=False) is None:
+            for other in MODELS:
+                if other != model:
+                    made_once(self.root / kind / other, make_for(other), wait=False)
+        return made_once(self.root / kind / model, make_for(model))
+
+    def bench_ready(self, model: str) -> Path:
+        """The trained run copied and exported to the CPU files the bench tests time
+        (BENCH_FORMATS, 32 calibration images), read-only: a test that benches copies it."""
+
         def make(run: Path) -> None:
             from toolkit.export import export_run
 
             copy_tiny_run(self.trained(model), run)
-            export_run(run, "all", calib_samples=CALIB_SAMPLES)
+            export_run(run, BENCH_FORMATS, calib_samples=32)
 
-        return made_once(self.root / "exported" / model, make)
+        return made_once(self.root / "bench_ready" / model, make)
 
 
-def made_once(path: Path, make: Callable[[Path], None]) -> Path:
+def made_once(path: Path, make: Callable[[Path], None], wait: bool = True) -> Path | None:
     """`path`, made by `make(path)` unless this session made it already (in any worker: the
-    maker holds PATH.lock; PATH.done marks it whole, so a failed attempt is made again)."""
+    maker holds PATH.lock; PATH.done marks it whole, so a failed attempt is made again).
+    With `wait` False: None at once when another worker holds the lock."""
     done = path.with_name(path.name + ".done")
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        try:  # released when the file closes
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            return None
         if not done.exists():
             shutil.rmtree(path, ignore_errors=True)
             make(path)

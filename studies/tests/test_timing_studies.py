@@ -15,20 +15,16 @@ import pytest
 from studies import interleaved as interleaved_study
 from studies import kernel_profile, product_threads
 from toolkit.bench import interleaved, roofline
-from toolkit.export import export_run
 from toolkit.runtimes import open_artifact
-from toolkit.training.train import TrainOptions, train
 
-pytestmark = pytest.mark.slow  # every test here times a runtime or trains the run it times
+pytestmark = pytest.mark.slow  # every test here times a runtime on the shared tiny run
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    """A tiny shiftvit run (1 epoch on synthetic shapes) exported to onnx, tflite, tflite-int8."""
-    root = tmp_path_factory.mktemp("studies")
-    run = train(TrainOptions("shiftvit", "tiny", "shapes:300", epochs=1), out=root / "run")
-    export_run(run, "onnx,tflite,tflite-int8", calib_samples=32)
-    return run
+def run_dir(tiny_runs, tmp_path_factory) -> Path:
+    """A copy of the shared tiny shiftvit run (1 epoch on synthetic shapes) exported to onnx,
+    tflite, tflite-int8."""
+    return copy_run(tiny_runs.bench_ready("shiftvit"), tmp_path_factory.mktemp("studies") / "run")
 
 
 def copy_run(run_dir: Path, dest: Path) -> Path:
