@@ -31,6 +31,7 @@ from toolkit.export.metadata import (
 from toolkit.export.tflite import packed_model
 from toolkit.formats import FORMATS
 from toolkit.runfiles.hashes import sha256
+from toolkit.runfiles.manifest import read_manifest
 from toolkit.runtimes import open_artifact
 from toolkit.runtimes.base import close_session
 
@@ -57,8 +58,7 @@ def app_export(request, tiny_runs) -> tuple[Path, dict, np.ndarray]:
     PROVENANCE, every format exported), its model.json, and IMAGES uint8 images of the real
     sample (what an app's camera gives, whatever the model learned)."""
     folder = tiny_runs.exported(request.param) / "export"
-    manifest = json.loads((folder / "model.json").read_text())
-    return folder, manifest, np.load(SAMPLE)["x"][-IMAGES:]
+    return folder, read_manifest(folder).to_json(), np.load(SAMPLE)["x"][-IMAGES:]
 
 
 def _tflite_entries(manifest: dict) -> dict[str, dict]:

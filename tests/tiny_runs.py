@@ -5,7 +5,8 @@ the `tiny` preset on `shapes:300`) take it from here. A module that writes into 
 a copy (`copy_tiny_run`); `TinyRuns.exported` is read-only for everyone.
 
 Under pytest-xdist (`make test` runs two workers) the workers share one folder: the first to
-need a run makes it under a file lock, the others wait for it and reuse it.
+need a run makes it under a file lock; another that needs it meanwhile makes the other model's
+run of that kind, then waits for it and reuses it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import shutil
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 DATA = "shapes:300"
@@ -32,42 +34,33 @@ class TinyRuns:
     def trained(self, model: str) -> Path:
         """`toolkit train --model MODEL --preset tiny --data shapes:300 --epochs 1` with an
         --author and --license (PROVENANCE): nothing exported."""
-
-        def make_for(name: str) -> Callable[[Path], None]:
-            def make(out: Path) -> None:
-                from toolkit.training.train import TrainOptions, train
-
-                train(TrainOptions(name, "tiny", DATA, epochs=1, **PROVENANCE), out=out)
-
-            return make
-
-        return self._shared("trained", model, make_for)
+        return self._shared("trained", model, self._train)
 
     def exported(self, model: str) -> Path:
         """The trained run copied and exported to every format (`--format all`, 64
         calibration images) into RUN/export."""
+        return self._shared("exported", model, self._export_all)
 
-        def make_for(name: str) -> Callable[[Path], None]:
-            def make(run: Path) -> None:
-                from toolkit.export import export_run
+    def _train(self, model: str, out: Path) -> None:
+        from toolkit.training.train import TrainOptions, train
 
-                copy_tiny_run(self.trained(name), run)
-                export_run(run, "all", calib_samples=CALIB_SAMPLES)
+        train(TrainOptions(model, "tiny", DATA, epochs=1, **PROVENANCE), out=out)
 
-            return make
+    def _export_all(self, model: str, run: Path) -> None:
+        from toolkit.export import export_run
 
-        return self._shared("exported", model, make_for)
+        copy_tiny_run(self.trained(model), run)
+        export_run(run, "all", calib_samples=CALIB_SAMPLES)
 
-    def _shared(
-        self, kind: str, model: str, make_for: Callable[[str], Callable[[Path], None]]
-    ) -> Path:
-        """The `kind` run of `model`; while another worker makes it, this one makes the other
-        models' `kind` runs (every module that needs one needs both, soon), then waits."""
-        if made_once(self.root / kind / model, make_for(model), wait=False) is None:
+    def _shared(self, kind: str, model: str, make: Callable[[str, Path], None]) -> Path:
+        """The `kind` run of `model`, made by `make(model, path)`; while another worker makes
+        it, this one makes the other models' `kind` runs (a module that needs one needs both,
+        soon), then waits."""
+        if made_once(self.root / kind / model, partial(make, model), wait=False) is None:
             for other in MODELS:
                 if other != model:
-                    made_once(self.root / kind / other, make_for(other), wait=False)
-        return made_once(self.root / kind / model, make_for(model))
+                    made_once(self.root / kind / other, partial(make, other), wait=False)
+        return made_once(self.root / kind / model, partial(make, model))
 
     def bench_ready(self, model: str) -> Path:
         """The trained run copied and exported to the CPU files the bench tests time
