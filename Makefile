@@ -40,18 +40,18 @@ format: $(STAMP)
 PYTEST := CHROMIUM=$(CHROMIUM) TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q --durations=25
 # two pytest-xdist workers, each test file on one (its module fixtures made once; the shared
 # tiny runs once for both: tests/tiny_runs.py), the longest files first (tests/suite_order.py:
-# xdist would order them by their count of tests); the tests marked serial after, alone
+# xdist would order them by their count of tests)
 WORKERS ?= 2
-# $(call part,MARKS): the tests of MARKS, both runs whatever the first gives; fails if either did
-part = { $(PYTEST) -n $(WORKERS) --dist loadfile --no-loadscope-reorder \
-	-m "($(1)) and not serial"; first=$$?; \
-	$(PYTEST) -m "($(1)) and serial" && [ $$first = 0 ]; }
+parallel = $(PYTEST) -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "($(1)) and not serial"
+# the quick tests: in the workers, then those marked serial (quick ones whose processes time
+# out or are timed: conftest.py refuses a slow one) alone; both runs whatever the first gives
+quick = { $(call parallel,not slow); first=$$?; $(PYTEST) -m serial && [ $$first = 0 ]; }
 
 # the quick tests, then those that train or time (marked slow); prints each part's time
 test: lint browser
 	@start=$$(date +%s); failed=0; \
-	$(call part,not slow) || failed=1; fast=$$(date +%s); \
-	$(call part,slow) || failed=1; end=$$(date +%s); \
+	$(quick) || failed=1; fast=$$(date +%s); \
+	$(call parallel,slow) || failed=1; end=$$(date +%s); \
 	echo "make test: fast part $$((fast - start)) s, slow part $$((end - fast)) s," \
 		"whole run $$((end - start)) s"; \
 	exit $$failed
@@ -59,7 +59,7 @@ test: lint browser
 # the edit loop: everything but the tests that train or time (marked slow)
 test-fast: lint
 	@start=$$(date +%s); failed=0; \
-	$(call part,not slow) || failed=1; \
+	$(quick) || failed=1; \
 	echo "make test-fast: $$(($$(date +%s) - start)) s"; \
 	exit $$failed
 

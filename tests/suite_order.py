@@ -6,6 +6,7 @@
 # one waiting on a long module handed out last.
 LONGEST_FIRST = (
     "tests/test_backends.py",
+    "tests/test_multiprocess_train.py",  # its trainings: two processes each
     "tests/test_train.py",
     "tests/test_export.py",
     "tests/test_ship.py",

@@ -32,8 +32,11 @@ RUN_FILES = {
     "model.keras",
 }
 needs_jax = pytest.mark.skipif(not installed("jax"), reason="jax not installed")
-# processes that meet, time out and are timed: `make test` runs them with no other test beside
-pytestmark = pytest.mark.serial
+# the quick tests whose processes meet, time out and are timed in seconds: `make test` runs them
+# with no other test beside. The two-process trainings (slow) share the cores with the other
+# worker: their bounds are minutes, and alone they kept the 2 cores 150% busy (they wait on
+# each other)
+timed = pytest.mark.serial
 
 
 def _free_port() -> int:
@@ -245,6 +248,7 @@ def test_cluster_settings_default_to_keras_variables():
     assert cluster_from("h:9", 3, 0, 5, environ=environ) == Cluster("h:9", 3, 0, 5)  # flags win
 
 
+@timed
 def test_a_process_that_cannot_reach_the_coordinator_gives_up_in_time():
     cluster = Cluster(f"127.0.0.1:{_free_port()}", 2, 1, timeout=2)
     started = time.monotonic()
@@ -253,6 +257,7 @@ def test_a_process_that_cannot_reach_the_coordinator_gives_up_in_time():
     assert 1.5 < time.monotonic() - started < 10
 
 
+@timed
 def test_process_0_gives_up_when_the_others_do_not_come():
     cluster = Cluster(f"127.0.0.1:{_free_port()}", 3, 0, timeout=2)
     with pytest.raises(UsageError, match=r"waited 2 s .* for process\(es\) 1, 2 of 3"):
@@ -277,6 +282,7 @@ def _meet(clusters: list[Cluster], settings: list[str]) -> list[str]:
     return errors
 
 
+@timed
 def test_processes_meet_and_are_refused_together_on_different_commands():
     address = f"127.0.0.1:{_free_port()}"
     ok = _meet([Cluster(address, 2, 0, 20), Cluster(address, 2, 1, 20)], ["a", "a"])
@@ -350,6 +356,7 @@ def test_multi_process_on_tensorflow_is_refused_naming_the_jax_way(tmp_path, cap
     assert list(tmp_path.iterdir()) == []
 
 
+@timed
 @needs_jax
 def test_train_process_with_unreachable_coordinator_exits_2_in_one_line_writing_nothing(
     tmp_path,
@@ -366,6 +373,7 @@ def test_train_process_with_unreachable_coordinator_exits_2_in_one_line_writing_
     assert list(tmp_path.iterdir()) == []
 
 
+@timed
 def test_a_process_stopping_with_its_own_error_tells_the_others_its_line_at_once():
     # process 0 on a full disk: its peers get its one line to pass on, without a wait for
     # a lost process (what an unexpected error, e.g. a failed collective, waits for)
@@ -393,6 +401,7 @@ os.abort()
 """
 
 
+@timed
 @pytest.mark.parametrize(
     ("own_line", "expected"),
     [
@@ -413,6 +422,7 @@ def test_a_training_child_that_jax_aborts_is_one_line_and_exit_1(own_line, expec
     assert captured.err.splitlines() == ["I0000 an old log line", expected]
 
 
+@timed
 @pytest.mark.parametrize(
     ("end", "expected"),
     [
@@ -435,6 +445,7 @@ def test_a_child_slow_to_die_after_jaxs_fatal_line_is_still_one_line(end, expect
     assert len(err) == 1 and err[0].startswith(expected), err
 
 
+@timed
 def test_a_training_child_aborted_after_its_own_line_adds_nothing(capfd):
     # process 0 stopped by a full disk says so; JAX aborts it on its way out, seconds later
     from toolkit.training.supervise import supervise
@@ -449,6 +460,7 @@ def test_a_training_child_aborted_after_its_own_line_adds_nothing(capfd):
     assert capfd.readouterr().err == "toolkit: error: no space left ...\n"
 
 
+@timed
 def test_a_training_childs_own_exit_codes_and_lines_pass_through(capfd):
     from toolkit.training.supervise import supervise
 
