@@ -23,7 +23,7 @@ from toolkit.data import load_data
 from toolkit.data.shapes import CLASS_NAMES as SHAPES_CLASSES
 from toolkit.models import build_model, get_preset
 from toolkit.training import train as train_module
-from toolkit.training.checkpoint import Checkpoint
+from toolkit.training.checkpoint import Checkpoint, epochs_done
 from toolkit.training.train import TrainOptions, train
 
 DATA = "shapes:200"
@@ -239,12 +239,16 @@ class _Interrupt(Checkpoint):
 @pytest.fixture(scope="module")
 def resumed(tmp_path_factory) -> tuple[Path, str]:
     """A 1-epoch run killed after its epoch, resumed by `toolkit train --out RUN --resume
-    --epochs 2` (no --model); returns the run folder and what the resume printed."""
+    --epochs 2` (no --model); returns the run folder and what the resume printed. The killed
+    run left its epoch's checkpoint, no model, and no lock held (resuming to the same total:
+    tests/test_train.py's disk-full test)."""
     out = tmp_path_factory.mktemp("resume") / "run"
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(train_module, "Checkpoint", _Interrupt)
         with pytest.raises(KeyboardInterrupt):
             train(TrainOptions("shiftvit", "tiny", DATA, epochs=1), out=out)
+    assert epochs_done(out / "checkpoint") == 1 and not (out / "model.keras").exists()
+    assert not (out / ".train.lock").exists()  # released by the interrupted run
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         code = main(["train", "--out", str(out), "--resume", "--epochs", "2"])
@@ -261,6 +265,7 @@ def test_resume_takes_the_model_from_the_run_and_epochs_as_the_new_total(resumed
     config = json.loads((out / "config.json").read_text())
     assert config["options"]["epochs"] == 2 and config["preset"]["train"]["epochs"] == 2
     assert json.loads((out / "metrics.json").read_text())["epochs_run"] == 2
+    assert not (out / ".train.lock").exists()
 
 
 def test_eval_on_data_with_the_run_classes_still_scores(resumed, capsys):

@@ -388,12 +388,16 @@ def test_pipeline_rand_augments_training_batches_seeded():
 
 
 @pytest.mark.slow
-def test_tiny_training_with_rand_augment(tmp_path):
-    """RandAugment on (tf.data on TensorFlow, in the compiled step on JAX): trains, recorded."""
-    options = TrainOptions("shiftvit", "tiny", "shapes:600", epochs=1, recipe="rand_augment=2:0.5")
+def test_tiny_training_with_rand_augment_and_repeated_augmentation(tmp_path):
+    """RandAugment on (tf.data on TensorFlow, in the compiled step on JAX) over batches of
+    repeated images (the two stages compose: the order's copies, then each copy's draws, tests
+    above): trains, recorded."""
+    pieces = "rand_augment=2:0.5,repeat_augment=3"
+    options = TrainOptions("shiftvit", "tiny", "shapes:600", epochs=1, recipe=pieces)
     out = train(options, out=tmp_path / "run")
     config = json.loads((out / "config.json").read_text())
-    assert preset_from_dict(config["preset"]).train.rand_augment == (2, 0.5)
+    recipe = preset_from_dict(config["preset"]).train
+    assert (recipe.rand_augment, recipe.repeat_augment) == ((2, 0.5), 3)
     keras.saving.load_model(out / "model.keras", safe_mode=True)
     assert np.isfinite(json.loads((out / "metrics.json").read_text())["test_top1"])
 
@@ -436,12 +440,3 @@ def test_repeated_copies_are_augmented_differently():
         ]
     images = np.asarray(images)
     assert not any(np.allclose(images[i], images[i + 1]) for i in range(0, 8, 2))
-
-
-@pytest.mark.slow
-def test_tiny_training_with_repeated_augmentation(tmp_path):
-    options = TrainOptions("shiftvit", "tiny", "shapes:600", epochs=1, recipe="repeat_augment=3")
-    out = train(options, out=tmp_path / "run")
-    config = json.loads((out / "config.json").read_text())
-    assert preset_from_dict(config["preset"]).train.repeat_augment == 3
-    assert np.isfinite(json.loads((out / "metrics.json").read_text())["test_top1"])
