@@ -20,7 +20,7 @@ from toolkit.common.errors import UsageError
 from toolkit.runfiles.data import load_split
 from toolkit.runfiles.folder import MODEL_FILE, open_run
 from toolkit.runtimes import open_artifact, run_in_chunks
-from toolkit.runtimes.base import close_session
+from toolkit.runtimes.base import Session, close_session
 
 
 def _logits(path: Path, images: np.ndarray, batch: int, runtime: str | None = None) -> np.ndarray:
@@ -49,6 +49,14 @@ def top1(
 ) -> float:
     """Top-1 of one artifact on `images`, in `runtime` (default: the file's by suffix)."""
     return accuracy.top1(_logits(path, images, batch, runtime), labels)
+
+
+def session_top1(
+    session: Session, images: np.ndarray, labels: np.ndarray, batch: int = 64
+) -> float:
+    """Top-1 of a session already open (a bench's web row: the page that timed it) on `images`,
+    as `top1` computes it."""
+    return accuracy.top1(run_in_chunks(session.run, images, batch), labels)
 
 
 def measure(run_dir: Path, data_spec: str | None = None, batch: int = 64) -> list[dict]:

@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from toolkit.bench import roofline, web
@@ -17,6 +18,7 @@ from toolkit.formats import FORMATS
 from toolkit.runfiles.folder import BENCH_TOP1_FILE
 from toolkit.runfiles.hashes import sha256
 from toolkit.runtimes import RUNTIMES
+from toolkit.runtimes.base import Session
 from toolkit.runtimes.timing import Protocol
 from toolkit.runtimes.web.session import one_browser
 from toolkit.runtimes.worker import TIMED_CALL, run_worker
@@ -116,8 +118,9 @@ def row_base(plan: Plan, artifact: Artifact, runtime: str, batch: int) -> dict:
     }
 
 
-def measure_row(plan: Plan, cell: Cell) -> dict:
-    """One row; a runtime that cannot run here is `unavailable` without starting a worker."""
+def measure_row(plan: Plan, cell: Cell, then: Callable[[Session], None] | None = None) -> dict:
+    """One row; a runtime that cannot run here is `unavailable` without starting a worker.
+    `then` gets a web row's session once timed (Top1s.in_page)."""
     artifact, runtime, batch = cell.artifact, cell.runtime, cell.batch
     base = row_base(plan, artifact, runtime, batch)
     if web.is_web(runtime):  # what the row asked for; the page's answer replaces it
@@ -127,7 +130,7 @@ def measure_row(plan: Plan, cell: Cell) -> dict:
         return {**base, "status": "unavailable", "reason": reason}
     if web.is_web(runtime):  # in this process, a page of the bench's one browser (one_browser)
         timed = web.measure_in_page(artifact.path, runtime, batch, plan.protocol_of(runtime),
-                                    cell.threads)  # fmt: skip
+                                    cell.threads, then)  # fmt: skip
     else:
         timed = run_worker(artifact.path, runtime, batch, plan.protocol_of(runtime), cell.threads)
     row = {**base, **timed, **(web.web_fields(timed) if web.is_web(runtime) else {})}
@@ -152,39 +155,75 @@ def webgpu_rows(plan: Plan) -> list[dict]:
     ]  # fmt: skip
 
 
-def attach_accuracy(plan: Plan, rows: list[dict]) -> dict:
+class Top1s:
+    """bench_top1.json: each file's top-1 by data spec, sha256 and source (web.top1_source),
+    filled in as the bench computes them; the test split, loaded when a top-1 is missing."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.path = plan.run_dir / BENCH_TOP1_FILE
+        try:
+            self.cache = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self.cache = {}
+        self.split = plan.test_split  # None: the run's own data, loaded when a top-1 is missing
+
+    def key(self, artifact: Artifact, source: str) -> str:
+        """The cache key of `artifact`'s top-1 from `source` ("": the file's default runtime)."""
+        key = f"{self.plan.data_spec or 'run data'}:{sha256(artifact.path)}"
+        return key + (f":{source}" if source else "")  # a web runtime's top-1 is its own
+
+    def compute(self, key: str, score: Callable[..., float]) -> str | None:
+        """The cache's `key` set to `score(images, labels)` on the test split; no data or an
+        artifact that will not run: the error's first line, nothing cached."""
+        from toolkit.bench.artifact_accuracy import test_split
+
+        try:
+            self.split = self.split or test_split(self.plan.run_dir, self.plan.data_spec)
+            self.cache[key] = {"top1": score(*self.split), "samples": len(self.split[1])}
+        except Exception as exc:  # noqa: BLE001
+            return str(exc).splitlines()[0][:200]
+        return None
+
+    def in_page(self, cell: Cell) -> Callable[[Session], None] | None:
+        """For a web row asking for web.TOP1_THREADS, whose file's top-1 in its runtime is not
+        cached: that top-1 computed in the page that timed the row (a page open saved). On a
+        failure nothing is cached: attach_accuracy tries in a page of its own and says why."""
+        key = self.key(cell.artifact, cell.runtime)
+        if not web.is_web(cell.runtime) or cell.threads != web.TOP1_THREADS or key in self.cache:
+            return None
+        from toolkit.bench.artifact_accuracy import session_top1
+
+        def score(session: Session) -> None:
+            self.compute(key, partial(session_top1, session))
+
+        return score
+
+
+def attach_accuracy(plan: Plan, rows: list[dict], top1s: Top1s) -> dict:
     """top1 on every row of an artifact that ran, computed once per file (and per web runtime:
-    in the browser) and cached by sha256 (web.top1_source says which)."""
-    from toolkit.bench.artifact_accuracy import test_split, top1
+    in the browser) and cached by sha256 (web.top1_source says which); one missing from
+    `top1s` (a web row's page did not compute it) computed here, in a session of its own."""
+    from toolkit.bench.artifact_accuracy import top1
     from toolkit.common import atomic
 
-    cache_path = plan.run_dir / BENCH_TOP1_FILE
-    try:
-        cache = json.loads(cache_path.read_text())
-    except (OSError, ValueError):
-        cache = {}
     ran = {(r["file"], web.top1_source(r)) for r in rows if r["status"] == "ok"}
-    split = plan.test_split  # None: the run's own data, loaded when a top-1 is missing
     info: dict = {"spec": plan.data_spec, "samples": None}
     for artifact, source in sorted(
         ((a, s) for a in plan.artifacts for f, s in ran if f == a.path.name and s is not None),
         key=lambda pair: (plan.artifacts.index(pair[0]), pair[1]),
     ):
-        key = f"{plan.data_spec or 'run data'}:{sha256(artifact.path)}"
-        key += f":{source}" if source else ""  # a web runtime's top-1 is its own
-        if key not in cache:
-            try:  # no data or an artifact that will not run: a blank top-1, not a crash
-                split = split or test_split(plan.run_dir, plan.data_spec)
-                score = top1(artifact.path, *split, runtime=source or None)
-                cache[key] = {"top1": score, "samples": len(split[1])}
-            except Exception as exc:  # noqa: BLE001
-                info["error"] = str(exc).splitlines()[0][:200]
-        entry = cache.get(key, {})
+        key = top1s.key(artifact, source)
+        if key not in top1s.cache:
+            error = top1s.compute(key, partial(top1, artifact.path, runtime=source or None))
+            if error is not None:
+                info["error"] = error
+        entry = top1s.cache.get(key, {})
         for row in rows:
             if row["file"] == artifact.path.name and web.top1_source(row) == source:
                 row["top1"] = entry.get("top1")
         info["samples"] = entry.get("samples", info["samples"])
-    atomic.write_json(cache_path, cache)
+    atomic.write_json(top1s.path, top1s.cache)
     return info
 
 
@@ -345,15 +384,16 @@ def fastest(rows: list[dict]) -> list[dict]:
 def _measure_rows(plan: Plan, on_row: Callable[[dict], None]) -> tuple[list[dict], dict | None]:
     """Every cell's row, the WebGPU rows, then top-1 (None when the plan computes none)."""
     rows, cells = [], plan.rows()
+    top1s = Top1s(plan) if plan.no_top1 is None else None
     for i, cell in enumerate(cells, 1):
         what = f"{cell.artifact.format} on {cell.runtime}, batch {cell.batch}"
         if web.is_web(cell.runtime):
             what += f", {cell.threads or 'most'} thread{'s' * (cell.threads != 1)}"
         progress("bench row", i, len(cells), what)
-        rows.append(measure_row(plan, cell))
+        rows.append(measure_row(plan, cell, top1s.in_page(cell) if top1s else None))
         on_row(rows[-1])
     rows += webgpu_rows(plan)  # said, not timed
-    return rows, (attach_accuracy(plan, rows) if plan.no_top1 is None else None)
+    return rows, (attach_accuracy(plan, rows, top1s) if top1s else None)
 
 
 def run_suite(

@@ -1,12 +1,15 @@
 """The browser runtimes' rows of a bench (toolkit/runtimes/web/): each file on wasm at one thread
-and at the most threads the page may use (or at `--threads`), its top-1 computed in the browser,
-and one WebGPU row per web runtime saying whether the browser could run it."""
+and at the most threads the page may use (or at `--threads`), its top-1 computed in the browser
+(in the page that timed its most-threads row, when there is one), and one WebGPU row per web
+runtime saying whether the browser could run it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from toolkit.runtimes import RUNTIMES
+from toolkit.runtimes.base import Session
 from toolkit.runtimes.timing import Protocol
 from toolkit.runtimes.web.libraries import LIBRARIES
 from toolkit.runtimes.worker import measure
@@ -19,6 +22,9 @@ PYTHON_MEMORY = ("rss_before_load_mb", "peak_rss_mb")
 # bench's added time small; a second is still hundreds of calls of a tiny model
 WEB_SECONDS = 1.0
 MOST = None  # a row's thread request: the page's default, every core under cross-origin isolation
+# the thread request of the page a web runtime's top-1 is computed in (artifact_accuracy.top1
+# opens the file with the defaults): the row asking for it computes the top-1 in its page
+TOP1_THREADS = MOST
 NO_ROOFLINE = (
     "no roofline fraction for the web-* rows: the roofline's peaks are native matmuls timed in "
     "LiteRT and ONNX Runtime, and the browser's wasm kernels (other SIMD, threads only under "
@@ -46,12 +52,17 @@ def thread_requests(runtime: str, threads: int | None) -> tuple[int | None, ...]
 
 
 def measure_in_page(
-    path: Path, runtime: str, batch: int, protocol: Protocol, threads: int | None
+    path: Path,
+    runtime: str,
+    batch: int,
+    protocol: Protocol,
+    threads: int | None,
+    then: Callable[[Session], None] | None = None,
 ) -> dict:
     """One web row, measured in this process: a page of the browser `one_browser()` holds
     (no worker per row: the figure is timed in the page, and a browser start per row would
-    cost 2-3 s); no memory figure."""
-    row = measure(path, runtime, batch, protocol, threads)
+    cost 2-3 s); no memory figure. `then` gets the page's session once timed."""
+    row = measure(path, runtime, batch, protocol, threads, then=then)
     for key in PYTHON_MEMORY:
         row.pop(key, None)
     return row

@@ -22,13 +22,14 @@ import os
 import resource
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from toolkit.common.argtypes import finite_float
 from toolkit.runtimes import RuntimeOptions, RuntimeUnavailable, open_artifact
-from toolkit.runtimes.base import close_session
+from toolkit.runtimes.base import Session, close_session
 from toolkit.runtimes.timing import Protocol, summarize, time_calls, timed_once
 
 MODULE = "toolkit.runtimes.worker"  # what `python -m` runs
@@ -78,8 +79,10 @@ def measure(
     protocol: Protocol,
     threads: int | None,
     cuda_graph: bool = True,
+    then: Callable[[Session], None] | None = None,
 ) -> dict:
-    """One row: load and first-inference time, latency stats, peak RSS; never raises.
+    """One row: load and first-inference time, latency stats, peak RSS; never raises (`then`,
+    given the session once timed and before it closes, must not either).
     `cuda_graph` False times ort-cuda node by node (no CUDA graph replay)."""
     row: dict = {
         "artifact": str(artifact),
@@ -108,6 +111,8 @@ def measure(
         # the browser's automation, not the library (toolkit/runtimes/web/session.py)
         in_page = getattr(session, "time_calls", None)
         times = in_page(images, protocol) if in_page else time_calls(call, protocol)
+        if then is not None:
+            then(session)
     except Exception as exc:  # noqa: BLE001
         return {**row, "reason": one_line(exc), "peak_rss_mb": round(peak_rss_mb(), 1)}
     finally:
