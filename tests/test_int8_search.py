@@ -258,18 +258,24 @@ def test_search_keeps_the_fastest_recipe_within_budget(model, vit_searched, tiny
             assert entry["size_bytes"] == winner["size_bytes"]
 
 
-@pytest.fixture
-def two_recipes(monkeypatch) -> None:
-    """Each search table cut to its first two recipes: what the tests of a search's outcome
+def first_recipes(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
+    """Each search table cut to its first `count` recipes: what the tests of a search's outcome
     (the error, the printed line) need; the whole tables are searched above."""
     for table in (TFLITE_RECIPES, ONNX_RECIPES):
-        for name in list(table)[2:]:
+        for name in list(table)[count:]:
             monkeypatch.delitem(table, name)
 
 
 @pytest.fixture
-def impossible(monkeypatch, two_recipes) -> None:
-    """A float model scored at 200%: every candidate drops 100 points or more."""
+def two_recipes(monkeypatch) -> None:
+    first_recipes(monkeypatch, 2)
+
+
+@pytest.fixture
+def impossible(monkeypatch) -> None:
+    """One recipe per table, its float model scored at 200%: the candidate drops 100 points
+    or more."""
+    first_recipes(monkeypatch, 1)
     monkeypatch.setattr(int8_search, "float_top1", lambda src: 2.0)
 
 
