@@ -22,4 +22,8 @@ LONGEST_FIRST = (
     "tests/test_export_faults.py",
     "tests/test_runtimes.py",
     "tests/test_web_bench_verify.py",
+    # the quick part's longest (20-30 s each)
+    "tests/test_models.py",
+    "studies/tests/test_step_profile.py",
+    "tests/test_layering.py",
 )

@@ -160,15 +160,24 @@ def exported(request, tiny_runs):
     """The shared tiny run (1 epoch on synthetic shapes) exported to `all` into RUN/export:
     read-only here (a test that writes copies it)."""
     run_dir = tiny_runs.exported(request.param)
-    manifest = json.loads((run_dir / EXPORT_DIR / MANIFEST_FILE).read_text())
     run = open_run(run_dir)
     return {
-        "run": run_dir,
-        "out": run_dir / EXPORT_DIR,
-        "manifest": manifest,
+        **_export_folder(run_dir),
         "model": load_run_model(run),
         "test_images": load_data(TINY_DATA, seed=0).x_test.astype(np.float32),
     }
+
+
+@pytest.fixture(scope="module")
+def one_exported(tiny_runs):
+    """The shared ShiftViT run exported to `all` (read-only): for the tests of export's
+    bookkeeping (model.json's entries, temps, the printed table), the same for every model."""
+    return _export_folder(tiny_runs.exported("shiftvit"))
+
+
+def _export_folder(run_dir: Path) -> dict:
+    out = run_dir / EXPORT_DIR
+    return {"run": run_dir, "out": out, "manifest": json.loads((out / MANIFEST_FILE).read_text())}
 
 
 @pytest.fixture(scope="module")
@@ -739,28 +748,28 @@ def test_onnx_mobile_required_operators_config_lists_the_files_ops(exported):
 # -- re-exports, failures and bad input --
 
 
-def test_reexport_updates_one_entry_and_keeps_the_others(exported, tmp_path):
+def test_reexport_updates_one_entry_and_keeps_the_others(one_exported, tmp_path):
     out = tmp_path / "export"
-    shutil.copytree(exported["out"], out)
+    shutil.copytree(one_exported["out"], out)
     stale = json.loads((out / MANIFEST_FILE).read_text())
     stale["artifacts"]["tflite-dynamic"]["sha256"] = "stale"
     (out / MANIFEST_FILE).write_text(json.dumps(stale))
-    written = export_run(exported["run"], "tflite-dynamic", out=out)
+    written = export_run(one_exported["run"], "tflite-dynamic", out=out)
     manifest = written.manifest.to_json()
     path = out / FORMATS["tflite-dynamic"].filename
     assert written.formats == ("tflite-dynamic",) and written.folder == out  # what it wrote
     assert list(written.entries) == ["tflite-dynamic"] and written.path("tflite-dynamic") == path
     assert manifest["artifacts"]["tflite-dynamic"]["sha256"] == sha256(path)
-    for fmt, entry in exported["manifest"]["artifacts"].items():
+    for fmt, entry in one_exported["manifest"]["artifacts"].items():
         if fmt != "tflite-dynamic":
             assert manifest["artifacts"][fmt] == entry
 
 
-def test_reexport_of_a_copied_run_keeps_the_entries_whose_files_match(exported, tmp_path):
+def test_reexport_of_a_copied_run_keeps_the_entries_whose_files_match(one_exported, tmp_path):
     """`cp -a RUN COPY; toolkit export COPY --format tflite` keeps every other artifact the copy
     holds unchanged; a file changed or gone since its entry was written is dropped."""
     copy = tmp_path / "copy"
-    shutil.copytree(exported["run"], copy)
+    shutil.copytree(one_exported["run"], copy)
     out = copy / EXPORT_DIR
     (out / FORMATS["onnx-int8"].filename).write_bytes(b"replaced by hand")
     (out / FORMATS["tflite-fp16"].filename).unlink()
@@ -769,7 +778,7 @@ def test_reexport_of_a_copied_run_keeps_the_entries_whose_files_match(exported, 
     assert list(manifest["artifacts"]) == kept
     for fmt in kept:
         if fmt != "tflite":
-            assert manifest["artifacts"][fmt] == exported["manifest"]["artifacts"][fmt]
+            assert manifest["artifacts"][fmt] == one_exported["manifest"]["artifacts"][fmt]
     assert manifest["source_run"] == str(copy.resolve())
     assert manifest[MODEL_HASH] == sha256(copy / "model.keras")
     assert json.loads((out / MANIFEST_FILE).read_text()) == manifest
@@ -824,12 +833,12 @@ def test_scratch_folders_of_dead_processes_are_removed_live_ones_kept(tmp_path, 
 
 
 def test_export_removes_stale_temps_of_every_format_and_dead_scratch(
-    exported, tmp_path, monkeypatch
+    one_exported, tmp_path, monkeypatch
 ):
     """What a `kill -9` during export left: a hidden temp of any format's file in the export
     folder (not only of the formats exported now), and its scratch folder in the temp folder."""
     out = tmp_path / "export"
-    shutil.copytree(exported["out"], out)
+    shutil.copytree(one_exported["out"], out)
     temps = [out / f".{f.filename}.abcd_123{Path(f.filename).suffix}" for f in FORMATS.values()]
     temps.append(out / ".model.json.x1y2z3w4.json")
     for path in temps:
@@ -839,7 +848,7 @@ def test_export_removes_stale_temps_of_every_format_and_dead_scratch(
     live = tmp_path / f"toolkit-export-{os.getpid()}-abcd1234"
     dead.mkdir()
     live.mkdir()
-    export_run(exported["run"], "tflite-fp16", out=out)
+    export_run(one_exported["run"], "tflite-fp16", out=out)
     assert [p.name for p in temps if p.exists()] == []
     assert not dead.exists() and live.is_dir()
     assert [p.name for p in tmp_path.glob("toolkit-*")] == [live.name]  # its own one removed
@@ -950,9 +959,9 @@ def _command_args(*argv: str) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
-def test_command_prints_the_table(exported, tmp_path, capsys):
+def test_command_prints_the_table(one_exported, tmp_path, capsys):
     out = tmp_path / "cli"
-    args = _command_args(str(exported["run"]), "--format", "tflite-dynamic", "--out", str(out))
+    args = _command_args(str(one_exported["run"]), "--format", "tflite-dynamic", "--out", str(out))
     assert run_command(args) == 0
     text = capsys.readouterr().out
     size = (out / FORMATS["tflite-dynamic"].filename).stat().st_size
