@@ -49,17 +49,15 @@ TRAINING_FIXTURES = {
 }
 
 
-def is_slow(item) -> bool:
-    return item.get_closest_marker("slow") is not None
-
-
 def pytest_collection_modifyitems(config, items):
     """Mark `slow` every test that needs a trained model through a fixture; refuse a test both
     serial and slow; put the modules of LONGEST_FIRST first (the order within a module kept)."""
     for item in items:
         if TRAINING_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    serial_slow = [i.nodeid for i in items if i.get_closest_marker("serial") and is_slow(i)]
+    serial_slow = [
+        i.nodeid for i in items if i.get_closest_marker("serial") and i.get_closest_marker("slow")
+    ]
     if serial_slow:  # `make test` runs the serial tests in its quick part, alone
         raise pytest.UsageError(f"a serial test must be quick, not slow: {serial_slow[0]}")
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}

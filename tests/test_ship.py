@@ -985,6 +985,9 @@ def test_the_readme_of_a_server_bundle_says_onnx_gives_logits():
 # -- end to end on a tiny trained run (slow) --------------------------------------------------
 
 
+MISSING = FORMATS["tflite-int8"].filename  # the file the end-to-end ship finds missing
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tiny_runs, tmp_path_factory) -> Path:
     """A copy of the shared tiny ShiftViT (1 epoch on synthetic shapes) exported to every
@@ -995,9 +998,6 @@ def tiny_run(tiny_runs, tmp_path_factory) -> Path:
     run = copy_tiny_run(tiny_runs.exported("shiftvit"), tmp_path_factory.mktemp("ship") / "run")
     (run / "export" / MISSING).unlink()
     return run
-
-
-MISSING = FORMATS["tflite-int8"].filename
 
 
 def test_ship_end_to_end_on_a_tiny_run(tiny_run, monkeypatch, capsys):

@@ -189,8 +189,10 @@ class Top1s:
         """For a web row asking for web.TOP1_THREADS, whose file's top-1 in its runtime is not
         cached: that top-1 computed in the page that timed the row (a page open saved). On a
         failure nothing is cached: attach_accuracy tries in a page of its own and says why."""
+        if not web.is_web(cell.runtime) or cell.threads != web.TOP1_THREADS:
+            return None  # decided before the file is hashed: most rows are native
         key = self.key(cell.artifact, cell.runtime)
-        if not web.is_web(cell.runtime) or cell.threads != web.TOP1_THREADS or key in self.cache:
+        if key in self.cache:
             return None
         from toolkit.bench.artifact_accuracy import session_top1
 
