@@ -1009,7 +1009,7 @@ def test_ship_end_to_end_on_a_tiny_run(tiny_run, monkeypatch, capsys):
 
     WebParts(monkeypatch)
     out = tiny_run.parent / "bundle"
-    assert ship(tiny_run, "--max-accuracy-drop", "0.5", "--out", out, "--bench-seconds", 0.2) == 0
+    assert ship(tiny_run, "--max-accuracy-drop", "0.5", "--out", out, "--bench-seconds", 0.05) == 0
     printed = capsys.readouterr().out
     assert f"export tflite-int8: {MISSING} is missing" in printed
     assert "export tflite:" not in printed and (tiny_run / "export" / MISSING).is_file()

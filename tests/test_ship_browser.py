@@ -102,8 +102,10 @@ def _picks(run: Path) -> dict[str, Pick]:
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory) -> tuple[Path, Path, dict[str, Pick]]:
     """(run, bundle, picks): a tiny run trained, exported (.tflite fp32 and int8), verified and
-    benched; the bundle holding the picked files, report.html and web/."""
+    benched as `toolkit ship` benches (no roofline: the report shows none); the bundle holding
+    the picked files, report.html and web/."""
     from toolkit import bench_run, verify_run
+    from toolkit.ship.stages import NO_ROOFLINE
     from toolkit.verify.saving import save_report
 
     root = tmp_path_factory.mktemp("ship")
@@ -112,8 +114,8 @@ def shipped(tmp_path_factory) -> tuple[Path, Path, dict[str, Pick]]:
     report = verify_run(run, level="models", runtimes="litert,ort-cpu")
     save_report(run, report, verify_path(run), record=False)
     bench_run(
-        run, runtime="litert,mediapipe,web-litert", format="tflite,tflite-int8", seconds=0.2,
-        warmup=2,
+        run, runtime="litert,mediapipe,web-litert", format="tflite,tflite-int8", seconds=0.05,
+        warmup=1, no_roofline=NO_ROOFLINE,
     )  # fmt: skip
     picks = _picks(run)
     bundle = root / "bundle"

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,12 @@ MODELS = ("shiftvit", "vit-lsa")
 CPU_RUNTIMES = ["keras", "litert", "ort-cpu"]
 SHIFT_SHAPE = {"shift": [{"h": 5, "w": 7, "c": 26, "num_div": 12, "shift_pixel": 1}]}
 STATUSES = {PASS, FAIL, UNAVAILABLE, NOT_APPLICABLE, "error"}
+# The op shapes the `verified` fixture's `toolkit verify` runs as its `full` set: per op, the
+# first of the seed presets' shapes and the `quick` odd ones (10 of the 22; the tiny presets'
+# are the tiny runs' own, checked whole at the model level). Each full shape takes ~1-7 CPU-s.
+VERIFIED_SHAPES = {
+    name: (case.shapes["full"][0], *case.shapes["quick"]) for name, case in OP_CASES.items()
+}
 pytestmark = pytest.mark.filterwarnings("ignore:Statistics for quantized inputs:UserWarning")
 
 
@@ -56,14 +63,18 @@ def runs(tiny_runs, tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def verified(runs) -> dict[str, tuple[int, dict]]:
-    """`toolkit verify` on each run: shiftvit at both levels with the full op shapes (the seed
-    presets', what a user's `toolkit verify` runs, on every runtime present), vit-lsa models
-    only (the op level does not depend on the run); exit code and verify.json."""
+    """`toolkit verify` on each run: shiftvit at both levels as a user runs it (the `full` op
+    shapes, on every runtime present), its `full` set cut to VERIFIED_SHAPES for the time;
+    vit-lsa models only (the op level does not depend on the run); exit code and verify.json."""
     argv = {"shiftvit": [], "vit-lsa": ["--models-only"]}
     out = {}
-    for model, run_dir in runs.items():
-        code = verify_main([str(run_dir), *argv[model]])
-        out[model] = (code, json.loads((run_dir / VERIFY_FILE).read_text()))
+    with pytest.MonkeyPatch.context() as mp:
+        for name, shapes in VERIFIED_SHAPES.items():
+            case = OP_CASES[name]
+            mp.setitem(OP_CASES, name, replace(case, shapes={**case.shapes, "full": shapes}))
+        for model, run_dir in runs.items():
+            code = verify_main([str(run_dir), *argv[model]])
+            out[model] = (code, json.loads((run_dir / VERIFY_FILE).read_text()))
     return out
 
 
@@ -83,10 +94,15 @@ def test_verify_passes_on_tiny_runs(verified, model):
 def test_op_report_has_a_cell_for_every_op_shape_runtime_precision(verified):
     _, report = verified["shiftvit"]
     ops = report["ops"]
+    assert report["options"]["shapes"] == ops["shapes"] == "full"
     index = {(c["op"], c["shape"], c["runtime"], c["precision"]): c for c in ops["cells"]}
     assert len(index) == len(ops["cells"])
-    for name, case in OP_CASES.items():
-        for params in case.shapes["full"]:
+    assert {(c["op"], c["shape"]) for c in ops["cells"]} == {
+        (name, OP_CASES[name].label(p)) for name, shapes in VERIFIED_SHAPES.items() for p in shapes
+    }
+    for name, shapes in VERIFIED_SHAPES.items():
+        case = OP_CASES[name]
+        for params in shapes:
             for runtime in runtimes_at("ops"):  # the native ones: the web ones run models alone
                 for precision in PRECISIONS:
                     c = index[(name, case.label(params), runtime, precision)]
@@ -107,6 +123,21 @@ def test_op_report_has_a_cell_for_every_op_shape_runtime_precision(verified):
     ]
     assert fp32_exact and all(c["metrics"]["max_abs"] == 0 for c in fp32_exact)
     assert "steps" in report["tolerances"]["rationale"]
+
+
+def test_default_op_shapes_are_the_full_set(runs, tmp_path, monkeypatch):
+    """`toolkit verify RUN` runs every op at every `full` shape (the `verified` fixture, above,
+    runs a cut of them): walked here without exporting, each shape's cells left out."""
+    visited = []
+    monkeypatch.setattr(oplevel, "_verify_shape", lambda *a: visited.append(a[:2]) or [])
+    out = tmp_path / "report.json"
+    assert verify_main([str(runs["shiftvit"]), "--ops-only", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["ops"]["shapes"] == "full"
+    assert visited == [(c, p) for c in OP_CASES.values() for p in c.shapes["full"]]
+    for name, case in OP_CASES.items():  # the fixture's cut: a seed shape and the quick ones
+        seed, *quick = VERIFIED_SHAPES[name]
+        assert seed in case.shapes["full"] and seed not in case.shapes["quick"]
+        assert all(p in case.shapes["full"] for p in quick)
 
 
 def test_model_report_covers_every_artifact_and_attributes_int8(verified, runs):
