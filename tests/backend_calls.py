@@ -86,3 +86,24 @@ def training_calls(layer: keras.layers.Layer, jit: bool) -> Callable[[np.ndarray
 
         return call
     return lambda x: keras.ops.convert_to_numpy(layer(x, training=True))
+
+
+def augmented(layer: keras.layers.Layer, images: np.ndarray) -> np.ndarray:
+    """layer(images, training=True) as NumPy. On JAX compiled whole with jax.jit, as the train
+    step runs an in-step augmentation (eager JAX compiles each of its ops on its own: about
+    twice the time), the layer's random state advanced as an eager call advances it; a plain
+    call on the other backends. Not for keras.layers.RandAugment: compiled whole, its choice
+    of ops took 8 times its eager time."""
+    if keras.backend.backend() != "jax":
+        return keras.ops.convert_to_numpy(layer(images, training=True))
+    import jax
+
+    if not layer.built:
+        layer.build(images.shape)
+    trainable = [v.value for v in layer.trainable_variables]
+    state = [v.value for v in layer.non_trainable_variables]
+    compiled = jax.jit(lambda nt, x: layer.stateless_call(trainable, nt, x, training=True))
+    out, state = compiled(state, images)
+    for variable, value in zip(layer.non_trainable_variables, state, strict=True):
+        variable.assign(value)
+    return np.asarray(out)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
+from backend_calls import augmented
 
 from toolkit.data import Augmentation, erasing
 from toolkit.data.array_pipeline import ArrayBatches
@@ -189,7 +190,7 @@ def test_random_augment_is_identity_at_inference(aug):
 @pytest.mark.parametrize("aug", [SHIFTVIT, VIT], ids=["shiftvit", "vit"])
 def test_random_augment_keeps_shape_dtype_and_range_and_changes_images(aug):
     images = _images(16, 32)
-    out = _np(RandomAugment.of(aug, seed=1)(images, training=True))
+    out = augmented(RandomAugment.of(aug, seed=1), images)
     assert out.shape == images.shape and out.dtype == np.float32
     assert out.min() >= 0 and out.max() <= 255
     changed = [not np.allclose(o, i) for o, i in zip(out, images, strict=True)]
@@ -198,7 +199,7 @@ def test_random_augment_keeps_shape_dtype_and_range_and_changes_images(aug):
 
 def test_random_flip_mirrors_about_half():
     images = _images(64, 8)
-    out = _np(RandomAugment(flip=True, seed=2)(images, training=True))
+    out = augmented(RandomAugment(flip=True, seed=2), images)
     same = [np.array_equal(o, i) for o, i in zip(out, images, strict=True)]
     mirrored = [np.array_equal(o, i[:, ::-1]) for o, i in zip(out, images, strict=True)]
     assert all(s or m for s, m in zip(same, mirrored, strict=True))
@@ -209,7 +210,7 @@ def test_random_crop_is_resize_then_an_independent_window_per_image():
     size, images = 8, _images(24, 8)
     aug = Augmentation(crop_resize=(52, 48))
     full = crop_size(aug, size)  # round(8 * 52 / 48) = 9: offsets 0 or 1 per axis
-    out = _np(RandomAugment.of(aug, seed=3)(images, training=True))
+    out = augmented(RandomAugment.of(aug, seed=3), images)
     windows = {}
     for i, image in enumerate(out):
         for offset in [(r, c) for r in range(full - size + 1) for c in range(full - size + 1)]:
@@ -222,7 +223,7 @@ def test_random_crop_is_resize_then_an_independent_window_per_image():
 
 def test_random_pad_crop_is_a_shifted_window_drawn_per_image():
     images, padding = _images(24, 8), 2
-    out = _np(RandomAugment.of(Augmentation(pad_crop=padding), seed=3)(images, training=True))
+    out = augmented(RandomAugment.of(Augmentation(pad_crop=padding), seed=3), images)
     windows = reference_windows(out, images, padding)
     assert None not in windows  # every output is its padded image at some window
     assert len(set(windows)) > 4  # windows drawn per image, not per batch
@@ -230,7 +231,7 @@ def test_random_pad_crop_is_a_shifted_window_drawn_per_image():
 
 def test_random_rotation_zoom_stays_near_the_image():
     images = np.tile(np.linspace(0, 255, 32, dtype=np.float32)[None, None, :, None], (8, 32, 1, 3))
-    out = _np(RandomAugment(rotation=0.02, zoom=0.2, seed=4)(images, training=True))
+    out = augmented(RandomAugment(rotation=0.02, zoom=0.2, seed=4), images)
     assert out.shape == images.shape and out.min() >= 0 and out.max() <= 255
     # at most 7.2 degrees and 20% zoom about the centre: the centre pixel moves < 1 px
     np.testing.assert_allclose(out[:, 15:17, 15:17], images[:, 15:17, 15:17], atol=9.0)
@@ -239,7 +240,7 @@ def test_random_rotation_zoom_stays_near_the_image():
 
 def test_random_erasing_erases_about_its_probability_of_images():
     images = _images(200, 16)
-    out = _np(RandomAugment(erasing=0.5, seed=8)(images, training=True))
+    out = augmented(RandomAugment(erasing=0.5, seed=8), images)
     erased = (out != images).any(axis=(1, 2, 3))
     assert 70 <= erased.sum() <= 130 and out.min() >= 0 and out.max() <= 255
     np.testing.assert_array_equal(out[~erased], images[~erased])

@@ -12,6 +12,7 @@ from dataclasses import replace
 import keras
 import numpy as np
 import pytest
+from backend_calls import augmented
 
 from toolkit.common.errors import UsageError
 from toolkit.data import erasing
@@ -212,13 +213,9 @@ def _paper() -> Augmentation:
 def test_random_augment_runs_the_policy_and_its_config_carries_it():
     images = _images(16, seed=3)
     layer = RandomAugment.of(replace(_paper(), erasing_fill="mean"), seed=5)
-    out = _np(layer(images, training=True))
-    again = _np(
-        RandomAugment.of(replace(_paper(), erasing_fill="mean"), seed=5)(images, training=True)
-    )
-    without = _np(
-        RandomAugment.of(replace(_paper(), auto_augment=None), seed=5)(images, training=True)
-    )
+    out = augmented(layer, images)
+    again = augmented(RandomAugment.of(replace(_paper(), erasing_fill="mean"), seed=5), images)
+    without = augmented(RandomAugment.of(replace(_paper(), auto_augment=None), seed=5), images)
     np.testing.assert_array_equal(out, again)
     assert not np.array_equal(out, without) and 0 <= out.min() and out.max() <= 255
     config = layer.get_config()
@@ -269,11 +266,11 @@ def test_in_step_erasing_fills_the_batch_mean_before_augmentation():
     flip do not move it)."""
     images = _images(32, seed=13)
     aug = Augmentation(flip=True, pad_crop=4, erasing=1.0, erasing_fill="mean")
-    out = _np(RandomAugment.of(aug, seed=2)(images, training=True))
+    out = augmented(RandomAugment.of(aug, seed=2), images)
     mean = images.mean(axis=(0, 1, 2))
     hits = np.isclose(out, mean[None, None, None, :], atol=1e-3).all(axis=-1)
     assert hits.any(axis=(1, 2)).all()  # every image has its box of the mean pixel
-    noise = _np(RandomAugment.of(replace(aug, erasing_fill="noise"), seed=2)(images, training=True))
+    noise = augmented(RandomAugment.of(replace(aug, erasing_fill="noise"), seed=2), images)
     assert not np.isclose(noise, mean[None, None, None, :], atol=1e-3).all(axis=-1).any()
 
 
