@@ -1,7 +1,7 @@
 """The GPU rows in one command, inside a device-time budget.
 
     python -m studies.gpu_rows [--minutes 25] [--json OUT] [--onnx DIR] [--data SPEC]
-        [--rows ROW[,ROW...]] [--preset seed] [--cpu-check]
+        [--rows ROW[,ROW...]] [--preset seed] [--ort-seconds S] [--cpu-check]
     python -m studies.gpu_rows --minutes 9 --rows paper-vit-lsa [--json OUT] [--data SPEC]
     python -m studies.gpu_rows --slim-onnx SRC_DIR DEST_DIR
 
@@ -36,7 +36,8 @@ overruns its budget is stopped and reads "failed"; a training row stops itself b
   epoch line (ms/step, rounded to the ms), and whether both processes hold equal weights. Needs
   jax.devices('gpu') >= 2, else "not measured: one GPU".
 - ort-cuda: every DIR/*.onnx (`--onnx`, the opset-23 exports) at batch 1, 32 and 256, with and
-  without CUDA graphs, one `toolkit.runtimes.worker` process per row (IO binding on the GPU).
+  without CUDA graphs, one `toolkit.runtimes.worker` process per row (IO binding on the GPU),
+  each timing its calls for the row's budget shared out (at most 3 s; `--ort-seconds` sets it).
 
 A row whose device or runtime is missing reads "not measured: <why>", never a CPU figure. With
 `--cpu-check` (tests, or a dry run) the rows run on the CPU anyway; what they measure goes under
@@ -761,7 +762,7 @@ def run_ort(spec: dict, args, scratch: Path) -> dict:
         return _row(spec, NOT_MEASURED, "; ".join(missing + ([why] if why else [])))
     runtime, batches = ("ort-cuda", ORT_BATCHES) if not why else ("ort-cpu", (1,))
     rows_n = len(files) * len(batches) * 2
-    seconds = min(3.0, max(0.2, (spec["budget_s"] / rows_n) - ORT_ROW_OVERHEAD_S))
+    seconds = args.ort_seconds or min(3.0, max(0.2, spec["budget_s"] / rows_n - ORT_ROW_OVERHEAD_S))
     deadline = start + spec["budget_s"]
     rows = []
     for path in files:
@@ -940,6 +941,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "continue from it (carry it back to the next call to resume the recipe)",
     )
     parser.add_argument(
+        "--ort-seconds",
+        type=float,
+        help="ort-cuda: seconds of timed calls per row (default: the row's budget shared out, "
+        "at most 3)",
+    )
+    parser.add_argument(
         "--cpu-check", action="store_true", help="run the rows on the CPU as a check of the command"
     )
     parser.add_argument("--slim-onnx", nargs=2, type=Path, metavar=("SRC", "DEST"))
@@ -950,6 +957,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error(f"unknown row {unknown[0]!r}: choose from {', '.join(ROW_IDS[1:])}")
     if not (args.minutes > 0):
         parser.error("--minutes must be > 0")
+    if args.ort_seconds is not None and not (args.ort_seconds > 0):
+        parser.error("--ort-seconds must be > 0")
     args.rows = rows
     return args
 

@@ -128,6 +128,8 @@ def test_missing_data_and_files_are_named_as_the_reason(tmp_path):
                                                      "nowhere.tar.gz is not a file")  # fmt: skip
     assert rows["ort-cuda"]["reason"].startswith("no .onnx files in (no --onnx DIR)")
     assert _run("--rows", "train-resnet").returncode == 2  # argparse: an unknown row
+    with pytest.raises(SystemExit):
+        gpu_rows.parse_args(["--ort-seconds", "0"])
 
 
 def test_keras_epoch_lines_give_seconds_per_step():
@@ -174,6 +176,7 @@ def test_cpu_check_runs_the_rows_on_the_cpu_as_labelled_checks(tmp_path):
     argv = ["--minutes", "4", "--data", "shapes:300", "--preset", "tiny", "--cpu-check"]
     argv += ["--rows", "train-shiftvit,ort-cuda", "--onnx", str(tmp_path / "slim")]
     argv += ["--device-data", "on", "--run-dir", str(tmp_path / "runs")]
+    argv += ["--ort-seconds", "0.5"]  # each ort-cpu worker times 0.5 s, not the budget's 3 s
     proc = _run(*argv, "--json", str(out), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {r["id"]: r for r in json.loads(out.read_text())["rows"]}
@@ -187,7 +190,7 @@ def test_cpu_check_runs_the_rows_on_the_cpu_as_labelled_checks(tmp_path):
     assert check["target_top1"] is None  # shapes is not the seed's data
     assert 0 <= check["test_top1"] <= 1 and check["splits"] == [240, 30, 30]
     assert train["elapsed_s"] <= train["budget_s"]
-    assert "(ran on ort-cpu as a check)" in ort["reason"]
+    assert "(ran on ort-cpu as a check)" in ort["reason"] and ort["check"]["seconds_per_row"] == 0.5
     assert [r["status"] for r in ort["check"]["rows"]] == ["ok", "ok"]
     assert {r["weights_filled"] for r in ort["check"]["rows"]} == {1}
     assert "## train-shiftvit (CPU check: not a GPU figure)" in proc.stdout
