@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -274,7 +275,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.model not in NUM_CLASSES:
         parser.error(f"unknown model {args.model!r}: choose from {', '.join(NUM_CLASSES)}")
-    report = profile_step(dump, args.model, args.preset, args.batch_size or None, args.steps)
+    try:
+        report = profile_step(dump, args.model, args.preset, args.batch_size or None, args.steps)
+    finally:
+        shutil.rmtree(dump, ignore_errors=True)  # the HLO dump and trace: ~11 MB a run
     cpu = cpu_text({"cpu": cpu_model(), "cpu_flags": cpu_flags()})
     report["machine"] = f"{cpu}, {os.cpu_count()} cores"
     report["versions"] = {k: v for k, v in versions().items() if v != "missing"}

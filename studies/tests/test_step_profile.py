@@ -2,6 +2,7 @@
 and the whole profile of a tiny compiled step in a subprocess."""
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -117,13 +118,17 @@ def test_breakdown_adds_up():
 def test_profiles_a_compiled_tiny_step(tmp_path):
     out = tmp_path / "p.json"
     argv = ["--model", "vit-lsa", "--preset", "tiny", "--batch-size", "8", "--steps", "2"]
+    temp = tmp_path / "temp"  # where the HLO dump and the trace go, then are removed
+    temp.mkdir()
     proc = subprocess.run(
         [sys.executable, "-m", "studies.step_profile", *argv, "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=600,
+        env={**os.environ, "TMPDIR": str(temp)},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not [p.name for p in temp.iterdir() if p.name.startswith("step_profile_")]
     report = json.loads(out.read_text())
     assert set(report["kind"]) <= set(KINDS)
     total = report["thunk_ms_per_step"]
