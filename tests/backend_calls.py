@@ -75,13 +75,14 @@ def training_calls(layer: keras.layers.Layer, jit: bool) -> Callable[[np.ndarray
 
         if not layer.built:
             raise ValueError("build the layer before compiling its calls")
-        state = [v.value for v in layer.non_trainable_variables]
         trainable = [v.value for v in layer.trainable_variables]
         compiled = jax.jit(lambda nt, v: layer.stateless_call(trainable, nt, v, training=True))
 
-        def call(x: np.ndarray) -> np.ndarray:
-            nonlocal state
+        def call(x: np.ndarray) -> np.ndarray:  # the random state kept in the layer, as eagerly
+            state = [v.value for v in layer.non_trainable_variables]
             out, state = compiled(state, x)
+            for variable, value in zip(layer.non_trainable_variables, state, strict=True):
+                variable.assign(value)
             return np.asarray(out)
 
         return call
@@ -89,21 +90,12 @@ def training_calls(layer: keras.layers.Layer, jit: bool) -> Callable[[np.ndarray
 
 
 def augmented(layer: keras.layers.Layer, images: np.ndarray) -> np.ndarray:
-    """layer(images, training=True) as NumPy. On JAX compiled whole with jax.jit, as the train
-    step runs an in-step augmentation (eager JAX compiles each of its ops on its own: about
-    twice the time), the layer's random state advanced as an eager call advances it; a plain
-    call on the other backends. Not for keras.layers.RandAugment: compiled whole, its choice
-    of ops took 8 times its eager time."""
+    """layer(images, training=True) as NumPy. On JAX compiled whole (`training_calls`), as the
+    train step runs an in-step augmentation (eager JAX compiles each of its ops on its own: about
+    twice the time); a plain call on the other backends. Not for keras.layers.RandAugment:
+    compiled whole, its choice of ops took 8 times its eager time."""
     if keras.backend.backend() != "jax":
         return keras.ops.convert_to_numpy(layer(images, training=True))
-    import jax
-
     if not layer.built:
         layer.build(images.shape)
-    trainable = [v.value for v in layer.trainable_variables]
-    state = [v.value for v in layer.non_trainable_variables]
-    compiled = jax.jit(lambda nt, x: layer.stateless_call(trainable, nt, x, training=True))
-    out, state = compiled(state, images)
-    for variable, value in zip(layer.non_trainable_variables, state, strict=True):
-        variable.assign(value)
-    return np.asarray(out)
+    return training_calls(layer, jit=True)(images)
