@@ -18,6 +18,10 @@ os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 os.environ.setdefault(
     "JAX_COMPILATION_CACHE_DIR", str(Path(__file__).parent / ".pytest_cache" / "jax-compiled")
 )
+# every program, not only those that compile in over a second (JAX's default): a JAX process
+# compiles ~40 small ones (each weight's initializer, the eval and metric steps) worth ~20 CPU-s,
+# which the next process of the run with the same model loads (a tiny training: 29 -> 10 CPU-s)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 import pytest  # noqa: E402  (after the backend is chosen)
 
