@@ -38,23 +38,21 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 PYTEST := CHROMIUM=$(CHROMIUM) TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q --durations=25
-# pytest-xdist workers, each test file on one (its module fixtures made once; the shared tiny
-# runs once for all: tests/tiny_runs.py), the longest files first (tests/suite_order.py: xdist
-# would order them by their count of tests). Two for the quick tests, three for the slow ones:
-# those wait ~15% of their time (on the processes they start, on Chromium, on sockets), which a
-# third worker fills
+# two pytest-xdist workers, each test file on one (its module fixtures made once; the shared
+# tiny runs once for both: tests/tiny_runs.py), the longest files first (tests/suite_order.py:
+# xdist would order them by their count of tests). A third worker measured slower: the tests'
+# own threads and processes already keep both cores busy
 WORKERS ?= 2
-SLOW_WORKERS ?= 3
-parallel = $(PYTEST) -n $(2) --dist loadfile --no-loadscope-reorder -m "($(1)) and not serial"
+parallel = $(PYTEST) -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "($(1)) and not serial"
 # the quick tests: in the workers, then those marked serial (quick ones whose processes time
 # out or are timed: conftest.py refuses a slow one) alone; both runs whatever the first gives
-quick = { $(call parallel,not slow,$(WORKERS)); first=$$?; $(PYTEST) -m serial && [ $$first = 0 ]; }
+quick = { $(call parallel,not slow); first=$$?; $(PYTEST) -m serial && [ $$first = 0 ]; }
 
 # the quick tests, then those that train or time (marked slow); prints each part's time
 test: lint browser
 	@start=$$(date +%s); failed=0; \
 	$(quick) || failed=1; fast=$$(date +%s); \
-	$(call parallel,slow,$(SLOW_WORKERS)) || failed=1; end=$$(date +%s); \
+	$(call parallel,slow) || failed=1; end=$$(date +%s); \
 	echo "make test: fast part $$((fast - start)) s, slow part $$((end - fast)) s," \
 		"whole run $$((end - start)) s"; \
 	exit $$failed

@@ -4,9 +4,9 @@ Training and exporting a tiny run take 10-40 s; the modules that need the same r
 the `tiny` preset on `shapes:300`) take it from here. A module that writes into a run works on
 a copy (`copy_tiny_run`); `TinyRuns.exported` is read-only for everyone.
 
-Under pytest-xdist (`make test` runs two or three workers) the workers share one folder: the
-first to need a run makes it under a file lock; another that needs it meanwhile makes the other
-model's run of that kind, then waits for it and reuses it.
+Under pytest-xdist (`make test` runs two workers) the workers share one folder: the first to
+need a run makes it under a file lock; another that needs it meanwhile makes the other model's
+run of that kind, then waits for it and reuses it.
 """
 
 from __future__ import annotations
