@@ -40,8 +40,8 @@ format: $(STAMP)
 PYTEST := CHROMIUM=$(CHROMIUM) TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest -q --durations=25
 # two pytest-xdist workers, each test file on one (its module fixtures made once; the shared
 # tiny runs once for both: tests/tiny_runs.py), the longest files first (tests/suite_order.py:
-# xdist would order them by their count of tests). A third worker measured slower: the tests'
-# own threads and processes already keep both cores busy
+# xdist would order them by their count of tests). A third worker gained nothing measurable:
+# the tests' own threads and processes already keep both cores busy
 WORKERS ?= 2
 parallel = $(PYTEST) -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "($(1)) and not serial"
 # the quick tests: in the workers, then those marked serial (quick ones whose processes time
