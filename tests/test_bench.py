@@ -44,8 +44,8 @@ CUDA_HERE = RUNTIMES["ort-cuda"].unavailable() is None
 
 @pytest.fixture(scope="module")
 def run_dir(tiny_runs, tmp_path_factory) -> Path:
-    """A copy of the shared tiny shiftvit run (1 epoch on synthetic shapes) exported to onnx,
-    tflite, tflite-int8 (FORMATS)."""
+    """A copy of the shared tiny shiftvit run (1 epoch on synthetic shapes) with onnx,
+    tflite and tflite-int8 exported (FORMATS)."""
     return copy_tiny_run(
         tiny_runs.bench_ready("shiftvit"), tmp_path_factory.mktemp("bench") / "run"
     )

@@ -10,13 +10,12 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
-from tiny_runs import copy_tiny_run
+from tiny_runs import copy_tiny_run, only_formats
 from wrong_ops import CropPadShift
 
 import toolkit.verify.verifier as verifier
 from toolkit.cli.main import main
 from toolkit.export import export_run
-from toolkit.formats import FORMATS as FORMAT_INFO
 from toolkit.runfiles.folder import (
     EXPORT_DIR,
     MANIFEST_FILE,
@@ -24,7 +23,6 @@ from toolkit.runfiles.folder import (
     VERIFY_FILE,
     VERIFY_LAYERS_PLOT,
 )
-from toolkit.runfiles.manifest import edit_manifest
 from toolkit.verify.layers.boundaries import Boundary, Graph, Op, ScopeNames, Tensor, locate
 from toolkit.verify.layers.level import verify_layers_run
 
@@ -41,23 +39,8 @@ def runs(tiny_runs, tmp_path_factory) -> dict[str, Path]:
     all`, 64 calibration images) cut to float32 and int8 TFLite and ONNX: what exporting
     those four alone writes, without its ~11 CPU-s a model."""
     root = tmp_path_factory.mktemp("layers")
-    return {m: _only_formats(copy_tiny_run(tiny_runs.exported(m), root / m)) for m in MODELS}
-
-
-def _only_formats(run_dir: Path, keep: str = FORMATS) -> Path:
-    """`run_dir` with its export cut to the formats `keep` (the files, companions included, of
-    the others deleted, and their model.json entries)."""
-    export = run_dir / EXPORT_DIR
-
-    def cut(manifest: dict) -> dict:
-        for name in [f for f in manifest["artifacts"] if f not in keep.split(",")]:
-            entry = manifest["artifacts"].pop(name)
-            for file in (entry["file"], *FORMAT_INFO[name].companions):
-                (export / file).unlink()
-        return manifest
-
-    edit_manifest(export, cut)
-    return run_dir
+    copies = {m: copy_tiny_run(tiny_runs.exported(m), root / m) for m in MODELS}
+    return {m: only_formats(run, FORMATS) for m, run in copies.items()}
 
 
 @pytest.fixture(scope="module")

@@ -63,14 +63,11 @@ class TinyRuns:
         return made_once(self.root / kind / model, partial(make, model))
 
     def bench_ready(self, model: str) -> Path:
-        """The trained run copied and exported to the CPU files the bench tests time
-        (BENCH_FORMATS, 32 calibration images), read-only: a test that benches copies it."""
+        """The exported run copied and cut to the CPU files the bench tests time
+        (BENCH_FORMATS), read-only: a test that benches copies it."""
 
         def make(run: Path) -> None:
-            from toolkit.export import export_run
-
-            copy_tiny_run(self.trained(model), run)
-            export_run(run, BENCH_FORMATS, calib_samples=32)
+            only_formats(copy_tiny_run(self.exported(model), run), BENCH_FORMATS)
 
         return made_once(self.root / "bench_ready" / model, make)
 
@@ -97,3 +94,24 @@ def copy_tiny_run(run: Path, dest: Path) -> Path:
     """A copy of `run` at `dest` (bench outputs left out), for a test that writes into it."""
     shutil.copytree(run, dest, ignore=shutil.ignore_patterns("bench*"))
     return dest
+
+
+def only_formats(run: Path, keep: str) -> Path:
+    """`run` with its export cut to the formats `keep` (comma-separated): the files of the
+    others deleted, companions included, and their model.json entries: what exporting `keep`
+    alone writes, without the conversions."""
+    from toolkit.formats import FORMATS
+    from toolkit.runfiles.folder import EXPORT_DIR
+    from toolkit.runfiles.manifest import edit_manifest
+
+    export = run / EXPORT_DIR
+
+    def cut(manifest: dict) -> dict:
+        for name in [f for f in manifest["artifacts"] if f not in keep.split(",")]:
+            entry = manifest["artifacts"].pop(name)
+            for file in (entry["file"], *FORMATS[name].companions):
+                (export / file).unlink()
+        return manifest
+
+    edit_manifest(export, cut)
+    return run

@@ -22,8 +22,8 @@ pytestmark = pytest.mark.slow  # every test here times a runtime on the shared t
 
 @pytest.fixture(scope="module")
 def run_dir(tiny_runs, tmp_path_factory) -> Path:
-    """A copy of the shared tiny shiftvit run (1 epoch on synthetic shapes) exported to onnx,
-    tflite, tflite-int8."""
+    """A copy of the shared tiny shiftvit run (1 epoch on synthetic shapes) with onnx,
+    tflite and tflite-int8 exported."""
     return copy_run(tiny_runs.bench_ready("shiftvit"), tmp_path_factory.mktemp("studies") / "run")
 
 
