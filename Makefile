@@ -48,20 +48,25 @@ parallel = $(PYTEST) -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "($
 # out or are timed: conftest.py refuses a slow one) alone; both runs whatever the first gives
 quick = { $(call parallel,not slow); first=$$?; $(PYTEST) -m serial && [ $$first = 0 ]; }
 
+# the CPU seconds (user + system) of the recipe's finished commands, from its shell's
+# /proc/PID/stat: beside the wall time it tells a slower machine from a bigger suite
+cpu_seconds = awk -v hz=$$(getconf CLK_TCK) '{printf "%d", ($$16 + $$17) / hz}' /proc/$$$$/stat \
+	2>/dev/null || printf '?'
+
 # the quick tests, then those that train or time (marked slow); prints each part's time
 test: lint browser
 	@start=$$(date +%s); failed=0; \
 	$(quick) || failed=1; fast=$$(date +%s); \
 	$(call parallel,slow) || failed=1; end=$$(date +%s); \
 	echo "make test: fast part $$((fast - start)) s, slow part $$((end - fast)) s," \
-		"whole run $$((end - start)) s"; \
+		"whole run $$((end - start)) s, $$($(cpu_seconds)) CPU-s"; \
 	exit $$failed
 
 # the edit loop: everything but the tests that train or time (marked slow)
 test-fast: lint
 	@start=$$(date +%s); failed=0; \
 	$(quick) || failed=1; \
-	echo "make test-fast: $$(($$(date +%s) - start)) s"; \
+	echo "make test-fast: $$(($$(date +%s) - start)) s, $$($(cpu_seconds)) CPU-s"; \
 	exit $$failed
 
 demo: $(STAMP)
