@@ -48,8 +48,10 @@ parallel = $(PYTEST) -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "($
 # out or are timed: conftest.py refuses a slow one) alone; both runs whatever the first gives
 quick = { $(call parallel,not slow); first=$$?; $(PYTEST) -m serial && [ $$first = 0 ]; }
 
-# the CPU seconds (user + system) of the recipe's finished commands, from its shell's
-# /proc/PID/stat: beside the wall time it tells a slower machine from a bigger suite
+# the CPU seconds (user + system) of the processes the recipe's shell waited for, and of those
+# they waited for (its /proc/PID/stat): beside the wall time it tells a slower machine from a
+# bigger suite (processes nobody waits for and the kernel's work are left out: the machine was
+# busy 9% longer than this counts over a measured slow part)
 cpu_seconds = awk -v hz=$$(getconf CLK_TCK) '{printf "%d", ($$16 + $$17) / hz}' /proc/$$$$/stat \
 	2>/dev/null || printf '?'
 
