@@ -1,7 +1,7 @@
 """The GPU rows in one command, inside a device-time budget.
 
     python -m studies.gpu_rows [--minutes 25] [--json OUT] [--onnx DIR] [--data SPEC]
-        [--rows ROW[,ROW...]] [--preset seed] [--ort-seconds S] [--cpu-check]
+        [--rows ROW[,ROW...]] [--preset seed] [--ort-seconds S] [--timed] [--cpu-check]
     python -m studies.gpu_rows --minutes 9 --rows paper-vit-lsa [--json OUT] [--data SPEC]
     python -m studies.gpu_rows --slim-onnx SRC_DIR DEST_DIR
 
@@ -82,6 +82,10 @@ input paths (about 2 minutes), then the whole `paper-cifar` ViT-LSA from the dev
     python3 -m studies.gpu_rows --minutes 9.5 --rows input-path,paper-vit-lsa \
          --data tar:.gpu/cifar10-jpeg.tar.gz --run-dir .gpu/runs --json $OUT/gpu_rows.json \
          2>&1 | tee $OUT/gpu_rows.log; cp -r .gpu/runs $OUT/
+
+or with `--timed` (and without --run-dir): the recipe's schedule planned to end within the
+row's budget, as `toolkit train --time` plans it, so one call trains a complete schedule of
+however many epochs the GPU fits (fewer than 300 where it is slower than the above).
 
 A call that ends before the recipe does leaves RUN_DIR/paper-vit-lsa/checkpoint/state.npz
 (the weights and AdamW's two moments: 8.19 M float32 values, 33 MB, for the ViT-LSA): copy
@@ -237,6 +241,7 @@ def child_train(
     device_data: str = "auto",
     batch_size: int | None = None,
     run_dir: Path | None = None,
+    timed: bool = False,
 ) -> dict:
     """One training row in this process (KERAS_BACKEND=jax) that ends by `ends_at` (time.time()):
     steady images/s, compile time, minutes to the target top-1 (on validation: `target_of`),
@@ -244,8 +249,11 @@ def child_train(
     fed from the device when `device_data` says so (`toolkit train --device-data`), at
     `batch_size` with the learning rate scaled by `scaled_recipe`'s rule. With a `run_dir` the
     state is saved there after every epoch and a later call continues from it: a row stops at
-    an epoch's end when the next would overrun its budget."""
+    an epoch's end when the next would overrun its budget. `timed`: the recipe's schedule is
+    planned to end within the row's budget as `toolkit train --time` plans it (its warmup and
+    cosine follow the fraction of the budget; the epochs are what fits), not its epochs."""
     started = time.perf_counter()
+    budget_clock = time.monotonic()
     import jax
     import keras
     import numpy as np
@@ -254,12 +262,25 @@ def child_train(
     from toolkit.data.specs import load_data
     from toolkit.evaluate import evaluate_model
     from toolkit.models import MODELS, channel_stats, get_preset
+    from toolkit.training.budget import Budget, TimeBudget
     from toolkit.training.checkpoint import STATE_FILE, Checkpoint, epochs_done, save_state
     from toolkit.training.device_data import use_device_data
-    from toolkit.training.train import compile_model, device_resident, host_fed, recipe_callbacks
+    from toolkit.training.train import (
+        MAX_EPOCHS,
+        compile_model,
+        device_resident,
+        host_fed,
+        recipe_callbacks,
+    )
 
     deadline = ends_at - (1 - CHILD_GRACE_S) * (ends_at - time.time())  # a tenth kept back
     preset = scaled_recipe(get_preset(model_name, preset_name), batch_size)
+    budget = None
+    if timed:  # counted from this process's start, as `toolkit train --time` counts
+        budget = Budget(
+            deadline - time.time() + (time.monotonic() - budget_clock), 0.0, budget_clock
+        )
+        preset = replace(preset, train=replace(preset.train, time_budget=budget.seconds))
     recipe = preset.train
     data = load_data(spec, seed=0, val_fraction=recipe.val_fraction)
     goal = target_of(model_name, preset_name)
@@ -347,6 +368,9 @@ def child_train(
 
     clock = Clock()
     callbacks = [clock]
+    if budget is not None:  # plans the steps (and the schedule) to end within the budget
+        batches = [-(-len(y) // batch) for y in (data.y_val, data.y_test)]
+        callbacks.append(TimeBudget(budget, len(train_data), *batches, verbose=False))
     callbacks += recipe_callbacks(recipe)  # EMA and early stopping, as `toolkit train`
     if state is not None:  # restores the saved epochs when fit starts (the step built)
         state.mkdir(parents=True, exist_ok=True)
@@ -354,7 +378,7 @@ def child_train(
     fit_model.fit(
         train_data,
         validation_data=eval_dataset(data.x_val, data.y_val, batch),
-        epochs=recipe.epochs,
+        epochs=recipe.epochs if budget is None else MAX_EPOCHS,
         callbacks=callbacks,
         shuffle=False,
         verbose=0,
@@ -385,6 +409,8 @@ def child_train(
         "recipe_epochs": recipe.epochs,
         "input_path": "device" if on_device else "host",
         "lr_max": recipe.lr_max,
+        "schedule": "timed" if timed else "epochs",
+        "final_lr": float(keras.ops.convert_to_numpy(fit_model.optimizer.learning_rate)),
         # the whole recipe at the median step: what a budget too short to finish it would take
         "recipe_minutes": None
         if step_s is None
@@ -516,6 +542,7 @@ def run_train(spec: dict, args, context: dict) -> dict:
     argv = ["train", model_name, preset_name or args.preset, context["data"], f"{ends_at:.3f}"]
     run_dir = "-" if args.run_dir is None else str(args.run_dir.resolve() / spec["id"])
     argv += [args.device_data, str(args.batch_size or "-"), run_dir]
+    argv += ["timed" if args.timed else "epochs"]
     extra = {"CUDA_VISIBLE_DEVICES": "0"} if gpu else {}
     result, why = _child(argv, _env(not gpu, **extra), spec["budget_s"])
     elapsed = round(time.perf_counter() - start, 1)
@@ -941,6 +968,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "continue from it (carry it back to the next call to resume the recipe)",
     )
     parser.add_argument(
+        "--timed",
+        action="store_true",
+        help="training rows: plan the recipe's schedule to end within the row's budget, as "
+        "`toolkit train --time` does (the epochs are what fits), not the recipe's epochs",
+    )
+    parser.add_argument(
         "--ort-seconds",
         type=float,
         help="ort-cuda: seconds of timed calls per row (default: the row's budget shared out, "
@@ -970,7 +1003,7 @@ def main(argv: list[str] | None = None) -> int:
         if kind == "probe":
             result = child_probe()
         else:
-            model_name, preset_name, spec, ends_at, device_data, batch, run_dir = rest
+            model_name, preset_name, spec, ends_at, device_data, batch, run_dir, length = rest
             result = child_train(
                 model_name,
                 preset_name,
@@ -979,6 +1012,7 @@ def main(argv: list[str] | None = None) -> int:
                 device_data,
                 None if batch == "-" else int(batch),
                 None if run_dir == "-" else Path(run_dir),
+                timed=length == "timed",
             )
         print(json.dumps(result), flush=True)
         return 0

@@ -57,7 +57,8 @@ FIGURES = {  # the keys a row of each kind carries besides its provenance
     "web_bench": ("model", "preset", "browser", "rows"),
 }
 # MACs per image at 10 classes, worked out by hand from each preset's architecture (the
-# derivations: tests/test_macs.py, which pins the same counts against toolkit's count_macs)
+# derivations: tests/test_macs.py, which pins the same counts against toolkit's count_macs);
+# `cpu15` is `cpu60`'s architecture trained a quarter of the time
 MACS = {
     ("shiftvit", "seed"): 103_890_432,
     ("shiftvit", "tiny"): 1_804_800,
@@ -69,6 +70,7 @@ MACS = {
     ("vit", "tiny"): 4_277_504 - 64 * (240 - 48) * 48,
     ("vit", "cpu60"): 12_519_936 - 64 * (240 - 48) * 64,
 }
+MACS.update({(model, "cpu15"): MACS[(model, "cpu60")] for model in ("shiftvit", "vit-lsa", "vit")})
 
 # the counts of a preset's earlier architectures, which its older rows were measured on: the
 # `cpu60` ShiftViT was patch 4, widths 48-384, blocks 2-2-4-2 until issue 42's re-tune (4bc1b46):
@@ -224,7 +226,9 @@ def _accuracy(row: dict) -> str:
         text += f", top-5 {_pct(row['test_top5'])}" if "test_top5" in row else ""
         text += f", {row['epochs']} epochs"
         wall = row.get("wall_time_s")
-        return text + (f", {wall // 60} min {wall % 60} s" if wall else "")
+        text += f", {wall // 60} min {wall % 60} s" if wall else ""
+        budget = row.get("time_budget_s")  # a timed run (`toolkit train --time`)
+        return text + (f" of a {budget / 60:g} min budget" if budget else "")
     if "top1_original" in row:
         return (
             f"original pixels {_pct(row['top1_original'])}, JPEG q75 {_pct(row['top1_jpeg'])} "

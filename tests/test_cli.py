@@ -181,3 +181,40 @@ def test_an_empty_item_of_a_comma_list_is_refused(argv, tmp_path, capsys):
     assert err.startswith("toolkit: error: ") and "\n" not in err
     assert f"{argv[-1]!r} has an empty item: separate the items by single commas" in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--model", "shiftvit", "--out", ""],
+        ["export", "RUN", "--out", " "],
+        ["ship", "RUN", "--out", ""],
+        ["verify", ""],
+        ["bench", ""],
+        ["predict", "", "x.png"],
+    ],
+)
+def test_an_empty_path_is_refused_not_taken_as_the_current_folder(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "got an empty one" in err[0], err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["ship", "RUN", "--target", "web,web"], "--target 'web,web' names web twice"),
+        (["export", "RUN", "--format", "onnx,onnx"], "format 'onnx,onnx' names onnx twice"),
+        (["bench", "RUN", "--runtime", "litert,litert"], "'litert,litert' names litert twice"),
+    ],
+)
+def test_a_list_item_typed_twice_is_refused_in_one_line(argv, said, tmp_path, capsys):
+    assert main([argv[0], str(tmp_path / "run"), *argv[2:]]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0] and "name each once" in err[0], err
+
+
+def test_the_codes_own_lists_may_repeat_a_name():
+    from toolkit.common.argtypes import choose_names
+
+    assert choose_names(["a", "a"], ["a", "b"], "--x") == ["a"]

@@ -230,6 +230,9 @@ ERROR_CASES = {  # case -> (spec with {tmp} for the fixture folder, word the mes
     "folder few": ("folder:{tmp}/few", "too few"),
     "folder control char": ("folder:{tmp}/control", "class 1 name 'do\\tg' holds control"),
     "npz control char": ("npz:{tmp}/control.npz", "class 1 name 'do\\ng' holds control"),
+    "npz blank name": ("npz:{tmp}/blank.npz", "class 1 name '  ' is blank"),
+    "npz empty name": ("npz:{tmp}/empty_name.npz", "class 0 name '' is blank"),
+    "npz repeated name": ("npz:{tmp}/twice.npz", "class 1 name 'cat' is class 0's too"),
     "folder bad size": ("folder:{tmp}/few@big", "positive integer"),
     "shapes zero": ("shapes:0", "positive integer"),
     "shapes text": ("shapes:many", "positive integer"),
@@ -260,6 +263,9 @@ def error_dir(tmp_path_factory) -> Path:
     _write_folder(tmp / "control", per_class=6)
     (tmp / "control" / "dog").rename(tmp / "control" / "do\tg")
     _write_npz(tmp / "control.npz", x=x, y=y, class_names=np.array(["cat", "do\ng"]))
+    _write_npz(tmp / "blank.npz", x=x, y=y, class_names=np.array(["cat", "  "]))
+    _write_npz(tmp / "empty_name.npz", x=x, y=y, class_names=np.array(["", "dog"]))
+    _write_npz(tmp / "twice.npz", x=x, y=y, class_names=np.array(["cat", "cat"]))
     return tmp
 
 

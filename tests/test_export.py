@@ -228,7 +228,9 @@ def test_options_a_format_does_not_take_are_refused(fmt):
 def test_filenames_are_unique_and_all_expands_in_order():
     assert len({f.filename for f in FORMATS.values()}) == len(FORMATS)
     assert parse_formats("all") == list(FORMATS)
-    assert parse_formats("tflite, onnx,tflite") == ["tflite", "onnx"]
+    assert parse_formats(["tflite", "onnx", "tflite"]) == ["tflite", "onnx"]  # the code's lists
+    with pytest.raises(UsageError, match="names tflite twice"):  # a user's typo
+        parse_formats("tflite, onnx,tflite")
     with pytest.raises(UsageError, match="did you mean 'tflite-int8'"):
         parse_formats("tflite_int8")
 

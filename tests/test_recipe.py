@@ -34,15 +34,16 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 
 
 # presets tuned with a piece on: (model, preset) -> its label smoothing
-_SMOOTHED = {("vit-lsa", "cpu60"): 0.1, ("vit", "cpu60"): 0.1}
+_SMOOTHED = {(m, p): 0.1 for m in ("vit-lsa", "vit") for p in ("cpu60", "cpu15")}
 # presets that hold out less than the data's own validation split: (model, preset) -> share
-_HELD_OUT = {("shiftvit", "cpu60"): 0.04}
+_HELD_OUT = {(m, "cpu15"): 0.04 for m in PRESETS} | {("shiftvit", "cpu60"): 0.04}
 
 
 def test_every_preset_has_the_pieces_off():
     """New fields default off: every preset trains exactly as before (but `paper-cifar`, made
     with them: the SPT/LSA paper's recipe, tests/test_paper_cifar.py; the ViT `cpu60`,
-    re-tuned with label smoothing; the ShiftViT `cpu60`, with a smaller validation split)."""
+    re-tuned with label smoothing; the ShiftViT `cpu60`, with a smaller validation split; the
+    `cpu15` presets, made from them)."""
     for model, presets in PRESETS.items():
         for name, (_, recipe) in presets.items():
             if name == "paper-cifar":
@@ -171,6 +172,7 @@ def test_bad_recipe_override_is_one_line(text, words):
         "erasing=1.5",
         "rotation=-0.1",
         "zoom=-0.2",
+        "zoom=5",  # Keras' factor: 1 or more draws negative scales
         "crop_resize=30:32",
         "pad_crop=-2",
         "crop_resize=36:32,pad_crop=4",  # one crop at a time
@@ -179,6 +181,14 @@ def test_bad_recipe_override_is_one_line(text, words):
 def test_out_of_range_piece_is_refused_before_training(text, tmp_path):
     with pytest.raises(UsageError, match="pass --recipe"):
         train(TrainOptions("shiftvit", "tiny", "shapes:600", recipe=text), out=tmp_path / "run")
+
+
+@pytest.mark.parametrize("off", ["0", "none", "off", "1"])
+def test_repeat_augment_off_is_each_image_once(off):
+    recipe = with_recipe(
+        get_preset("shiftvit", "tiny").train, parse_recipe(f"repeat_augment={off}")
+    )
+    assert recipe.repeat_augment == 1
 
 
 def test_config_without_the_new_fields_still_loads():

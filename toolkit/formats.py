@@ -161,8 +161,9 @@ FORMATS: dict[str, Format] = {
 
 
 def parse_formats(spec: str | Iterable[str]) -> list[str]:
-    """`onnx,tflite`, `all` or a list of names -> registered names in the order given,
-    duplicates dropped; a UsageError with a did-you-mean otherwise."""
+    """`onnx,tflite`, `all` or a list of names -> registered names in the order given (a list's
+    duplicates dropped; a name typed twice refused); a UsageError with a did-you-mean
+    otherwise."""
     return choose_names(spec, FORMATS, "format", keep_order=True)
 
 

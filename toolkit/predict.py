@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from toolkit.common.argtypes import path_arg
 from toolkit.common.errors import UsageError
 from toolkit.runfiles import EXPORT_DIR, Manifest, find_manifest, has_config
 from toolkit.runfiles.classnames import class_names_of
@@ -19,8 +20,10 @@ BATCH = 64  # images per run call, to bound memory on long file lists
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of `toolkit predict`."""
-    parser.add_argument("artifact", type=Path, help="model file: .keras, .onnx, .ort or .tflite")
-    parser.add_argument("images", type=Path, nargs="+", help="PNG/JPEG files of any size")
+    parser.add_argument(
+        "artifact", type=path_arg, help="model file: .keras, .onnx, .ort or .tflite"
+    )
+    parser.add_argument("images", type=path_arg, nargs="+", help="PNG/JPEG files of any size")
     parser.add_argument("--top-k", type=int, default=5, help="classes per image (default 5)")
     parser.add_argument(
         "--allow-modified",

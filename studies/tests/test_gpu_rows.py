@@ -237,3 +237,23 @@ def test_the_paper_rows_train_the_paper_presets_to_the_papers_top1():
     assert {gpu_rows.TRAIN_ROWS[row][1] for row in targets} == {"paper-cifar"}
     assert gpu_rows.parse_args([]).rows == gpu_rows.DEFAULT_ROWS
     assert not set(targets) & set(gpu_rows.DEFAULT_ROWS)
+
+
+@pytest.mark.slow  # trains a tiny preset on the CPU
+def test_a_timed_training_row_ends_its_schedule_within_the_rows_budget(tmp_path):
+    """--timed plans the recipe's schedule to end within the row's budget (toolkit train
+    --time's planner): the row ends in time with the learning rate decayed to 0."""
+    if _gpu_visible():
+        pytest.skip("a GPU is visible: the rows would be GPU rows")
+    pytest.importorskip("jax")
+    out = tmp_path / "r.json"
+    argv = ["--minutes", "2.5", "--data", "shapes:300", "--preset", "tiny", "--cpu-check"]
+    argv += ["--rows", "train-shiftvit", "--device-data", "on", "--timed"]
+    proc = _run(*argv, "--json", str(out), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    train = {r["id"]: r for r in json.loads(out.read_text())["rows"]}["train-shiftvit"]
+    check = train["check"]
+    assert check["schedule"] == "timed" and check["epochs_run"] >= 2
+    assert check["final_lr"] < 0.01 * check["lr_max"], check["final_lr"]
+    assert check["stopped_by"] == "the recipe's epochs"  # the plan ended it, not the deadline
+    assert train["elapsed_s"] <= train["budget_s"]

@@ -6,13 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import fields
-from pathlib import Path
 
 from toolkit.bench import interleaved
 from toolkit.bench.benchmark import DEFAULT_SECONDS, BenchOptions, bench_interleaved, bench_run
 from toolkit.bench.web import WEB_SECONDS
 from toolkit.common import atomic
-from toolkit.common.argtypes import finite_float, positive_int
+from toolkit.common.argtypes import finite_float, path_arg, positive_int
 from toolkit.runfiles.folder import BENCH_FILES
 
 
@@ -20,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of `toolkit bench`: one per BenchOptions field."""
     p.add_argument(
         "run",
-        type=Path,
+        type=path_arg,
         metavar="FOLDER",
         help="run folder, exported with `toolkit export`; or an export folder (model.json and "
         "its files) copied without the run: no Keras needed",

@@ -9,12 +9,13 @@ import json
 import os
 import re
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
-from pathlib import Path
 
-from toolkit.common.argtypes import OneLineParser, positive_int
+from toolkit.common.argtypes import OneLineParser, duration, path_arg, positive_int
+from toolkit.common.durations import process_age
 from toolkit.common.errors import RunError, UsageError
 
 
@@ -23,14 +24,28 @@ def _add_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="shiftvit, vit-lsa or vit (with --resume: the run's)")
     p.add_argument(
         "--preset",
-        help="seed, small, tiny, cpu60, for a GPU paper-cifar (the SPT/LSA paper's CIFAR-10 "
-        "recipe), or for ImageNet shift-t-light, shift-t, shift-s, shift-b (default tiny; "
-        "`toolkit presets` lists them)",
+        help="seed, small, tiny, cpu60 and cpu15 (60 and 15 minutes: --time), for a GPU "
+        "paper-cifar (the SPT/LSA paper's CIFAR-10 recipe), or for ImageNet shift-t-light, "
+        "shift-t, shift-s, shift-b (default tiny; `toolkit presets` lists them)",
     )
     p.add_argument("--data", help="cifar10, cifar100, npz:PATH, folder:PATH, shapes (default)")
-    p.add_argument("--epochs", type=int, help="default: the preset's; with --resume: the new total")
+    p.add_argument(
+        "--epochs",
+        type=int,
+        help="train this many epochs (default: the preset's, or its --time where it has one); "
+        "with --resume: the new total",
+    )
+    p.add_argument(
+        "--time",
+        type=duration,
+        metavar="DURATION",
+        help="train within this wall-clock budget (90s, 15m, 1h: from the command's start to "
+        "the saved model, setup and the final test included), the schedule planned to end at "
+        "it; not with --epochs (default: the preset's budget, e.g. cpu60's 60m; with --resume: "
+        "what is left of the run's, or this much from now)",
+    )
     p.add_argument("--batch-size", type=int, help="default: the preset's")
-    p.add_argument("--out", type=Path, help="run folder (default runs/<model>-<preset>-<time>)")
+    p.add_argument("--out", type=path_arg, help="run folder (default runs/<model>-<preset>-<time>)")
     p.add_argument("--precision", help="float32 (default), mixed_float16, mixed_bfloat16")
     p.add_argument(
         "--jit",
@@ -52,8 +67,8 @@ def _add_train(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--resume",
         action="store_true",
-        help="continue the unfinished run in --out with its settings (--epochs, --jit and "
-        "--strategy may change)",
+        help="continue the unfinished run in --out with its settings (--epochs, --time, --jit "
+        "and --strategy may change)",
     )
     p.add_argument("--seed", type=int, help="data split, shuffling and init seed (default 0)")
     p.add_argument(
@@ -72,6 +87,11 @@ def _add_train(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--author", help="who made the model: the exported .tflite metadata's author")
     p.add_argument("--license", help="its terms of use: the exported .tflite metadata's license")
+    _add_cluster(p)
+
+
+def _add_cluster(p: argparse.ArgumentParser) -> None:
+    """train's flags of a multi-process run (--strategy multi-process)."""
     p.add_argument(
         "--coordinator",
         help="multi-process: HOST:PORT of process 0 (default: KERAS_DISTRIBUTION_JOB_ADDRESSES)",
@@ -123,7 +143,10 @@ def _run_train(args: argparse.Namespace) -> int:
         options = TrainOptions(**{k: v for k, v in given.items() if v is not None})
     flags = (args.coordinator, args.num_processes, args.process_id, args.connect_timeout)
     cluster = cluster_for(options.strategy, *flags)
-    out = train(options, out=args.out, resume=args.resume, cluster=cluster)
+    new_budget = args.resume and args.time is not None  # else a timed run has what is left
+    out = train(
+        options, args.out, args.resume, cluster, new_budget=new_budget, started=args.started
+    )
     from toolkit.runfiles.folder import METRICS_FILE
 
     print(f"run folder: {out}")
@@ -131,6 +154,14 @@ def _run_train(args: argparse.Namespace) -> int:
         return 0  # process 0 wrote the run folder on its own host
     metrics = json.loads((out / METRICS_FILE).read_text())
     print(f"test top-1 {metrics['test_top1']:.2%}  top-5 {metrics['test_top5']:.2%}")
+    if metrics.get("time_budget_seconds"):
+        from toolkit.common.durations import format_seconds
+
+        print(
+            f"{metrics['epochs_run']} epochs, {metrics['images_seen']:,} images in "
+            f"{format_seconds(metrics['wall_seconds'])} of a "
+            f"{format_seconds(metrics['time_budget_seconds'])} budget"
+        )
     return 0
 
 
@@ -147,7 +178,7 @@ def _strategy(args: argparse.Namespace) -> str | None:
 
 
 def _add_eval(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", type=Path, help="run folder written by `toolkit train`")
+    p.add_argument("run", type=path_arg, help="run folder written by `toolkit train`")
     p.add_argument("--data", help="data spec (default: the run's data); its test split is used")
 
 
@@ -164,7 +195,7 @@ def _run_eval(args: argparse.Namespace) -> int:
 
 def _add_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default="shapes", help="data spec (default: synthetic shapes)")
-    p.add_argument("--out", type=Path, help="demo folder (default runs/demo-<time>)")
+    p.add_argument("--out", type=path_arg, help="demo folder (default runs/demo-<time>)")
     p.add_argument("--epochs", type=int, help="default: the tiny preset's")
 
 
@@ -258,6 +289,7 @@ def _run_presets(args: argparse.Namespace) -> int:
 
     if args.classes is None and args.resolution is None:  # the tables of docs/presets.md
         print(f"{SMALL_IMAGES.title}:\n\n{table.preset_table_markdown()}")
+        print(f"{table.LENGTH_NOTE}\n")
         print(
             f"The SPT/LSA paper's CIFAR-10 presets (`paper-cifar`), beside its figures:\n\n"
             f"{table.cifar_paper_table()}\n"
@@ -387,6 +419,9 @@ def _unknown_arguments(options: list[str], command: str, unknown: list[str]) -> 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `toolkit` console script."""
+    # when the command started: the process's start as a console script (a `--time` budget
+    # counts Python's start-up and imports), this call's when called in a process
+    started = time.monotonic() - (process_age() if argv is None else 0.0)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -402,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
             require_backend()
             setup_keras()  # TensorFlow's start-up log lines kept off the terminal
         args.argv = argv  # what a supervised `toolkit train` runs again in its child
+        args.started = started
         return COMMANDS[args.command].run(args)
     except UsageError as exc:
         print(f"toolkit: error: {exc}", file=sys.stderr)

@@ -7,7 +7,9 @@ import argparse
 import difflib
 import math
 from collections.abc import Iterable
+from pathlib import Path
 
+from toolkit.common.durations import parse_duration
 from toolkit.common.errors import UsageError
 
 ALL = "all"  # in a comma list of names: every known one
@@ -88,14 +90,19 @@ def comma_items(spec: str | Iterable[str], option: str = "the comma list") -> li
 def choose_names(
     spec: str | Iterable[str], known: Iterable[str], option: str, keep_order: bool = False
 ) -> list[str]:
-    """Names from `known` picked by a comma list (`all` for every one), duplicates dropped: in
-    `known`'s order, or as given with `keep_order`. An unknown name or an empty list is a
-    UsageError naming `option`, with a did-you-mean and the choices."""
+    """Names from `known` picked by a comma list (`all` for every one): in `known`'s order, or
+    as given with `keep_order`. An unknown name, a name typed twice (`web,web`: a typo, not a
+    request) or an empty list is a UsageError naming `option`, with a did-you-mean and the
+    choices; `all` beside names is every name."""
     known = list(known)
     choices = f"choose from {', '.join(known)}, or {ALL}"
     picked: list[str] = []
+    given: list[str] = []
     for item in comma_items(spec, option):
         name = item if item in known else item.lower()  # `TFLite`, `ALL` read as written
+        if name in given and isinstance(spec, str):  # a list from the code may repeat one
+            raise UsageError(f"{option} {spec!r} names {name} twice: name each once")
+        given.append(name)
         if name != ALL and name not in known:
             close = difflib.get_close_matches(name, [*known, ALL], n=2, cutoff=0.5)
             hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
@@ -104,3 +111,19 @@ def choose_names(
     if not picked:
         raise UsageError(f"{option} is empty: {choices}")
     return picked if keep_order else [n for n in known if n in picked]
+
+
+def duration(text: str) -> float:
+    """argparse type of a wall-clock length: `90s`, `15m`, `1h`, `1h30m` (seconds, above 0)."""
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def path_arg(text: str) -> Path:
+    """argparse type of every path option: an empty one is refused, not taken as the current
+    folder (`--out ""` would write a run or its files where the command runs)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must be a path, got an empty one: pass a folder or file")
+    return Path(text)

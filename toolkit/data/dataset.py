@@ -58,6 +58,21 @@ def check_class_name_characters(names: Sequence[str], where: str, fix: str) -> N
             )
 
 
+def check_stored_class_names(names: Sequence[str], where: str) -> None:
+    """UsageError for class names a file stores (an npz's class_names) that cannot name
+    classes: a control character, an empty or blank name (a blank line of labels.txt, a blank
+    prediction), or one name twice (two classes no one can tell apart)."""
+    fix = "store one distinct, non-blank name per class without line breaks or control characters"
+    check_class_name_characters(names, where, fix)
+    for index, name in enumerate(names):
+        if not name.strip():
+            raise UsageError(f"{where}: class {index} name {name!r} is blank: {fix}")
+        if name in names[:index]:
+            raise UsageError(
+                f"{where}: class {index} name {name!r} is class {names.index(name)}'s too: {fix}"
+            )
+
+
 def check_labels(ds: Dataset, num_classes: int) -> None:
     """Raise UsageError when a label of `ds` does not fit a model with `num_classes` outputs."""
     splits = (ds.y_train, ds.y_val, ds.y_test)

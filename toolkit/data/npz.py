@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.common.errors import UsageError
-from toolkit.data.dataset import Dataset, check_class_name_characters
+from toolkit.data.dataset import Dataset, check_stored_class_names
 from toolkit.data.split import require_images, split_dataset
 
 EXPECTED = "expected keys x (N,H,W,3 uint8) and y (N,) int labels"
@@ -112,9 +112,7 @@ def _class_names(names: np.ndarray | None, y: np.ndarray, path: Path) -> list[st
                 f"npz file {path}: class_names has {len(names)} names but labels go up to "
                 f"{k - 1}; store one name per class"
             )
-        check_class_name_characters(
-            names, f"npz file {path}", "store class_names without line breaks or control characters"
-        )
+        check_stored_class_names(names, f"npz file {path}")
         return names
     missing = np.setdiff1d(np.arange(k), y)
     if missing.size:  # e.g. labels 1..10: without names, a gap is almost always a mistake

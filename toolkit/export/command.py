@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from toolkit.common.argtypes import ALL, finite_float
+from toolkit.common.argtypes import ALL, finite_float, path_arg
 from toolkit.export.conversion_error import ExportError
 from toolkit.formats import (
     ATTENTION_OPSET,
@@ -21,7 +20,9 @@ from toolkit.runfiles import EXPORT_DIR, Manifest
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of `toolkit export`."""
-    p.add_argument("run", type=Path, metavar="RUN", help="run folder written by `toolkit train`")
+    p.add_argument(
+        "run", type=path_arg, metavar="RUN", help="run folder written by `toolkit train`"
+    )
     p.add_argument(
         "--format",
         required=True,
@@ -55,7 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "whose top-1 drop vs the float model is <= P points (fails if none is)",
     )
     p.add_argument(
-        "--out", type=Path, metavar="DIR", help=f"export folder (default RUN/{EXPORT_DIR})"
+        "--out", type=path_arg, metavar="DIR", help=f"export folder (default RUN/{EXPORT_DIR})"
     )
 
 

@@ -7,6 +7,11 @@ from dataclasses import dataclass, field, fields
 
 from toolkit.common.errors import UsageError
 
+# metadata of an architecture field added after counts were first shipped: at its default the
+# field is left out of the architecture's fingerprint (toolkit.models.counts), so presets that
+# leave it unchanged keep theirs
+ADDED_FIELD = {"fingerprint": "omit at default"}
+
 
 @dataclass(frozen=True)
 class ShiftViTArch:
@@ -22,12 +27,11 @@ class ShiftViTArch:
     epsilon: float = 1e-5
     drop_path: float = 0.2
     dropout: float = 0.2
-
-
-# metadata of an architecture field added after counts were first shipped: at its default the
-# field is left out of the architecture's fingerprint (toolkit.models.counts), so presets that
-# leave it unchanged keep theirs
-ADDED_FIELD = {"fingerprint": "omit at default"}
+    # the official code's norm_layer and act_layer (microsoft/SPACH, models/shiftvit.py):
+    # "layer" normalises each token over its channels (LayerNorm, the paper's), "batch" each
+    # channel over the batch (BatchNorm: a scale and shift at inference); "gelu" or "relu"
+    norm: str = field(default="layer", metadata={**ADDED_FIELD, "choices": ("layer", "batch")})
+    activation: str = field(default="gelu", metadata={**ADDED_FIELD, "choices": ("gelu", "relu")})
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ class TrainRecipe:
     """Optimiser, schedule, augmentation and stopping rule of a preset."""
 
     batch_size: int
-    epochs: int
+    epochs: int  # a fixed-epoch run's length; a timed run's first plan, before it measures
     lr_start: float
     lr_max: float
     weight_decay: float
@@ -36,10 +36,13 @@ class TrainRecipe:
     repeat_augment: int = 1  # each image N times an epoch, differently augmented (1: off)
     # CutMix's Beta alpha: "uniform" from U(0, cutmix) (Keras), "fixed" = cutmix (mixing.py)
     cutmix_alpha: str = field(default="uniform", metadata={"choices": tuple(CUTMIX_ALPHAS)})
+    # seconds of wall clock the run may take (`toolkit train --time`; --epochs instead of it
+    # trains `epochs`): the schedule is planned to end within them (toolkit.training.budget)
+    time_budget: float | None = None
 
 
-# TrainRecipe fields `--recipe` may not set: --epochs and --batch-size set these two
-OWN_FLAGS = {"epochs": "--epochs", "batch_size": "--batch-size"}
+# TrainRecipe fields `--recipe` may not set: --epochs, --batch-size and --time set these
+OWN_FLAGS = {"epochs": "--epochs", "batch_size": "--batch-size", "time_budget": "--time"}
 
 
 def recipe_keys() -> list[str]:
@@ -55,6 +58,8 @@ def with_recipe(recipe: TrainRecipe, values: dict[str, object]) -> TrainRecipe:
     augment = {f.name for f in fields(Augmentation)}
     augmentation = replace(recipe.augmentation, **{k: v for k, v in values.items() if k in augment})
     own = {k: v for k, v in values.items() if k not in augment}
+    if own.get("repeat_augment") == 0:  # `0`, `none` and `off` switch it off: each image once
+        own["repeat_augment"] = 1
     return replace(recipe, **own, augmentation=augmentation)
 
 
@@ -115,11 +120,12 @@ def check_recipe(recipe: TrainRecipe) -> None:
             "pass --recipe ema=0.999, say, or ema=none (off)"
         )
     aug = recipe.augmentation
-    if not 0.0 <= aug.erasing <= 1.0 or aug.rotation < 0 or aug.zoom < 0:
+    if not 0.0 <= aug.erasing <= 1.0 or aug.rotation < 0 or not 0 <= aug.zoom < 1:
         raise UsageError(
             f"erasing {aug.erasing}, rotation {aug.rotation}, zoom {aug.zoom}: erasing is a "
-            "probability (0 to 1), rotation and zoom Keras' factors (0: off, or more): pass "
-            "--recipe erasing=0.25, say"
+            "probability (0 to 1), rotation Keras' factor (0: off, or more), zoom Keras' factor "
+            "below 1 (0: off; 1 or more would zoom by a negative scale): pass --recipe "
+            "erasing=0.25,zoom=0.2, say"
         )
     if aug.crop_resize is not None and not aug.crop_resize[0] >= aug.crop_resize[1] >= 1:
         raise UsageError(

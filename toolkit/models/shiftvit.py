@@ -10,15 +10,24 @@ from toolkit.models.architectures import ShiftViTArch
 from toolkit.ops import MLP, DropPath, PartialShift, PatchConv2D
 
 
+def norm_layer(arch: ShiftViTArch, name: str) -> layers.Layer:
+    """The architecture's normalisation: LayerNorm over channels, or BatchNorm per channel
+    (momentum 0.9: PyTorch's BatchNorm2d default, as the official code trains it)."""
+    if arch.norm == "batch":
+        return layers.BatchNormalization(epsilon=arch.epsilon, momentum=0.9, name=name)
+    return layers.LayerNormalization(epsilon=arch.epsilon, name=name)
+
+
 def shift_block(x, arch: ShiftViTArch, drop_path: float, name: str):
-    """x <- shift(x); x <- x + DropPath(MLP(LN(x))): the block of the official code."""
+    """x <- shift(x); x <- x + DropPath(MLP(norm(x))): the block of the official code."""
     x = PartialShift(arch.num_div, arch.shift_pixel, name=f"{name}_shift")(x)
     channels = x.shape[-1]
-    y = layers.LayerNormalization(epsilon=arch.epsilon, name=f"{name}_norm")(x)
+    y = norm_layer(arch, f"{name}_norm")(x)
     y = MLP(
         [int(arch.mlp_ratio * channels), channels],
         dropout=arch.dropout,
         activate_last=False,
+        activation=arch.activation,
         name=f"{name}_mlp",
     )(y)
     if drop_path > 0:
@@ -45,7 +54,7 @@ def build_shiftvit(
             x = shift_block(x, arch, float(rates[block]), name=f"stage{stage}_block{i}")
             block += 1
         if stage < len(arch.depths) - 1:
-            x = layers.LayerNormalization(epsilon=arch.epsilon, name=f"stage{stage}_merge_norm")(x)
+            x = norm_layer(arch, f"stage{stage}_merge_norm")(x)
             x = PatchConv2D(
                 2 * x.shape[-1],
                 2,
@@ -53,7 +62,7 @@ def build_shiftvit(
                 use_bias=False,
                 name=f"stage{stage}_merge",
             )(x)
-    x = layers.LayerNormalization(epsilon=arch.epsilon, name="head_norm")(x)
+    x = norm_layer(arch, "head_norm")(x)
     x = layers.GlobalAveragePooling2D(name="pool")(x)
     outputs = layers.Dense(num_classes, dtype="float32", name="logits")(x)
     return keras.Model(inputs, outputs, name="shiftvit")

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from toolkit.common.durations import format_seconds
 from toolkit.models.architectures import ShiftViTArch, ViTArch
 from toolkit.models.counts import COUNTS_FILE, Counts, built_counts, count_key, fingerprint
 from toolkit.models.counts import preset_counts as _counts
@@ -24,6 +25,7 @@ from toolkit.models.presets import (
     get_preset,
     workload,
 )
+from toolkit.models.recipes import TrainRecipe
 
 README_INPUT = SMALL_IMAGES.input_shape
 README_CLASSES = SMALL_IMAGES.num_classes
@@ -60,7 +62,7 @@ def preset_table(
     `input_shape` images; `counts` gives (params, MACs): shipped, or built where not shipped."""
     rows = [
         "| model | preset | for | image | patch | depth / width | parameters | MACs / image "
-        "| epochs | batch |",
+        "| length | batch |",
         "|---|---|---|---:|---:|---|---:|---:|---:|---:|",
     ]
     for model, name in _pairs(names):
@@ -70,9 +72,25 @@ def preset_table(
         rows.append(
             f"| {model} | {name} | {PRESET_PURPOSES[name]} | {arch.image_size} "
             f"| {arch.patch_size} | {_SHAPES[type(arch)](arch)} | {params:,} "
-            f"| {macs / 1e6:,.1f} M | {train.epochs} | {train.batch_size} |"
+            f"| {macs / 1e6:,.1f} M | {length(train)} | {train.batch_size} |"
         )
     return "\n".join(rows)
+
+
+# what the "length" column's time budgets mean, under the table `toolkit presets` prints
+LENGTH_NOTE = (
+    "A length in minutes or hours is a time budget: `toolkit train` trains within it on any "
+    "machine, from the command's start to the saved model (setup, validation and the final "
+    "test included), the schedule planned to end with it; `--epochs N` trains N epochs "
+    "instead. Where the minutes go: docs/presets.md, 'Time budgets'."
+)
+
+
+def length(train: TrainRecipe) -> str:
+    """How long a preset trains: its time budget (`--epochs N` makes a fixed run), or epochs."""
+    if train.time_budget is None:
+        return f"{train.epochs} epochs"
+    return f"{format_seconds(train.time_budget)}, or {train.epochs} epochs"
 
 
 def paper_table(counts: Callable[..., Counts] = _counts) -> str:

@@ -1,18 +1,28 @@
-"""Transformer feed-forward block: Dense(gelu) + Dropout per entry of `units`."""
+"""Transformer feed-forward block: Dense(gelu, or relu) + Dropout per entry of `units`."""
 
 import keras
 
 from toolkit.ops.dropout import Dropout
 from toolkit.ops.gelu import gelu
 
+# the activations an MLP takes, by name (get_config's): exact GELU (the papers'), and ReLU
+# (the official ShiftViT code's act_layer='RELU': one elementwise max where GELU is ~8 ops)
+ACTIVATIONS = {"gelu": gelu, "relu": "relu"}
+
 
 @keras.saving.register_keras_serializable(package="toolkit")
 class MLP(keras.layers.Layer):
-    """Dense + Dropout for each width in `units`; gelu on every Dense except the last when
-    activate_last=False (ShiftViT: MLP([2C, C], 0.2, activate_last=False))."""
+    """Dense + Dropout for each width in `units`; `activation` (ACTIVATIONS: gelu, relu) on
+    every Dense except the last when activate_last=False (ShiftViT: MLP([2C, C], 0.2,
+    activate_last=False))."""
 
     def __init__(
-        self, units: list[int], dropout: float = 0.0, activate_last: bool = True, **kwargs
+        self,
+        units: list[int],
+        dropout: float = 0.0,
+        activate_last: bool = True,
+        activation: str = "gelu",
+        **kwargs,
     ) -> None:
         super().__init__(**kwargs)
         self.units = [int(u) for u in units]
@@ -20,11 +30,16 @@ class MLP(keras.layers.Layer):
             raise ValueError("units must name at least one layer width")
         self.dropout = dropout
         self.activate_last = activate_last
+        if activation not in ACTIVATIONS:
+            raise ValueError(
+                f"activation must be one of {', '.join(ACTIVATIONS)}, not {activation}"
+            )
+        self.activation = activation
         last = len(self.units) - 1
         self.dense_layers = [
             keras.layers.Dense(
                 u,
-                activation=gelu if (i < last or activate_last) else None,
+                activation=ACTIVATIONS[activation] if (i < last or activate_last) else None,
                 dtype=self.dtype_policy,
                 name=f"dense_{i}",
             )
@@ -59,4 +74,5 @@ class MLP(keras.layers.Layer):
             "units": list(self.units),
             "dropout": self.dropout,
             "activate_last": self.activate_last,
+            "activation": self.activation,
         }

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from toolkit.common.argtypes import ALL, finite_float
+from toolkit.common.argtypes import ALL, finite_float, path_arg
 from toolkit.ship.picks import DEFAULT_MAX_DROP
 from toolkit.ship.serve import DEFAULT_PORT
 from toolkit.ship.targets import TARGETS
@@ -15,7 +14,9 @@ from toolkit.ship.targets import TARGETS
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of `toolkit ship`."""
-    p.add_argument("run", type=Path, metavar="RUN", help="run folder written by `toolkit train`")
+    p.add_argument(
+        "run", type=path_arg, metavar="RUN", help="run folder written by `toolkit train`"
+    )
     p.add_argument(
         "--max-accuracy-drop",
         type=finite_float,
@@ -34,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--out",
-        type=Path,
+        type=path_arg,
         metavar="DIR",
         help="bundle folder (default RUN/ship); of an earlier bundle there, the files ship "
         "wrote are replaced and any others kept",

@@ -17,6 +17,7 @@ import csv
 import io
 import json
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import keras
@@ -28,6 +29,8 @@ from toolkit.training.device_data import stored
 
 STATE_FILE = "state.npz"  # in the run's checkpoint folder
 EPOCH_KEY = "epochs_done"
+# a timed run's (`--time`) clock at the checkpoint: the seconds its processes spent, its budget
+CLOCK_KEYS = ("seconds_spent", "budget_seconds")
 # what Keras' BackupAndRestore wrote (toolkit before state.npz): weights, {"epoch": N}
 LEGACY_WEIGHTS, LEGACY_METADATA = "latest.weights.h5", "training_metadata.json"
 
@@ -43,15 +46,33 @@ def _write_array(stream: object, value: np.ndarray) -> None:
     np.lib.format.write_array(stream, value, allow_pickle=False)
 
 
-def save_state(path: Path, model: keras.Model, epochs_done: int) -> None:
+def save_state(
+    path: Path, model: keras.Model, epochs_done: int, clock: dict[str, float] | None = None
+) -> None:
     """Write `model`'s training state after `epochs_done` epochs to `path` atomically: the
-    variables one at a time (memory holds one of them, not a copy of the model)."""
+    variables one at a time (memory holds one of them, not a copy of the model), and a timed
+    run's `clock` (CLOCK_KEYS)."""
     with atomic.atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w") as archive:
         for index, variable in enumerate(_variables(model)):
             with archive.open(f"v{index}.npy", "w", force_zip64=True) as stream:
                 _write_array(stream, np.asarray(keras.ops.convert_to_numpy(variable)))
         with archive.open(f"{EPOCH_KEY}.npy", "w") as stream:
             _write_array(stream, np.asarray(epochs_done, np.int64))
+        for key, value in (clock or {}).items():
+            with archive.open(f"{key}.npy", "w") as stream:
+                _write_array(stream, np.asarray(value, np.float64))
+
+
+def read_clock(folder: Path) -> dict[str, float]:
+    """A timed run's clock at its checkpoint in `folder` (CLOCK_KEYS); {} without one."""
+    state = folder / STATE_FILE
+    if not state.is_file():
+        return {}
+    try:
+        with np.load(state) as saved:
+            return {key: float(saved[key]) for key in CLOCK_KEYS if key in saved.files}
+    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        raise _unreadable(state, exc) from None
 
 
 def epochs_done(folder: Path) -> int:
@@ -61,7 +82,7 @@ def epochs_done(folder: Path) -> int:
         try:
             with np.load(state) as saved:
                 return int(saved[EPOCH_KEY])
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as exc:
             raise _unreadable(state, exc) from None
     legacy = folder / LEGACY_METADATA
     if legacy.is_file() and (folder / LEGACY_WEIGHTS).is_file():
@@ -95,14 +116,15 @@ def load_state(folder: Path, model: keras.Model) -> int:
     try:
         with np.load(state) as saved:
             names = [f"v{i}" for i in range(len(variables))]
-            if sorted(saved.files) != sorted([*names, EPOCH_KEY]):
+            kept = [name for name in saved.files if name not in CLOCK_KEYS]
+            if sorted(kept) != sorted([*names, EPOCH_KEY]):
                 raise ValueError(f"{len(saved.files) - 1} variables, the model has {len(names)}")
             values = [saved[name] for name in names]
             for variable, value in zip(variables, values, strict=True):
                 if tuple(value.shape) != tuple(variable.shape):
                     raise ValueError(f"{variable.path} is {value.shape}, not {variable.shape}")
             done = int(saved[EPOCH_KEY])
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile) as exc:
         raise _unreadable(state, exc) from None
     for variable, value in zip(variables, values, strict=True):
         variable.assign(value)
@@ -114,10 +136,16 @@ class Checkpoint(keras.callbacks.Callback):
     every epoch (process 0 of a multi-process run; the others only restore). The folder is
     left for `toolkit train` to delete once the run folder is complete."""
 
-    def __init__(self, folder: str | Path, write: bool = True) -> None:
+    def __init__(
+        self,
+        folder: str | Path,
+        write: bool = True,
+        clock: Callable[[], dict[str, float]] | None = None,
+    ) -> None:
         super().__init__()
         self.folder = Path(folder)
         self.write = write
+        self.clock = clock  # a timed run's: its CLOCK_KEYS at each save
 
     def on_train_begin(self, logs=None) -> None:
         """Continue from the checkpoint's epoch."""
@@ -131,7 +159,8 @@ class Checkpoint(keras.callbacks.Callback):
         """Save the state after `epoch` (0-based): epoch + 1 done."""
         if self.write:
             self.folder.mkdir(parents=True, exist_ok=True)
-            save_state(self.folder / STATE_FILE, self.model, epoch + 1)
+            clock = None if self.clock is None else self.clock()
+            save_state(self.folder / STATE_FILE, self.model, epoch + 1, clock)
 
 
 class HistoryLog(keras.callbacks.Callback):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import shutil
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ import numpy as np
 
 from toolkit.common import atomic
 from toolkit.common.backend import backend_info, jit_compile
+from toolkit.common.durations import format_seconds
 from toolkit.common.errors import RunError, UsageError
 from toolkit.common.versions import versions
 from toolkit.data import (
@@ -66,13 +68,20 @@ from toolkit.runfiles.folder import (
     hold_run_folder,
     labels_text,
 )
-from toolkit.training.checkpoint import Checkpoint, HistoryLog, epochs_done
+from toolkit.training.budget import Budget, BudgetTooShort, TimeBudget
+from toolkit.training.checkpoint import Checkpoint, HistoryLog, epochs_done, read_clock
 from toolkit.training.cluster import MULTI_PROCESS, Cluster, barrier, connect, fingerprint
 from toolkit.training.device_data import MODES as DEVICE_DATA_MODES
 from toolkit.training.device_data import IndexBatches, device_trainer, use_device_data
+from toolkit.training.divergence import StopOnDivergence
 from toolkit.training.history_plot import plot_history
 from toolkit.training.losses import HardAccuracy, HardTopKAccuracy, SmoothedCrossentropy
-from toolkit.training.schedule import WarmupCosine
+from toolkit.training.schedule import (
+    LearningRateLog,
+    PlannedAdamW,
+    PlannedWarmupCosine,
+    WarmupCosine,
+)
 from toolkit.training.strategies import (
     PRECISIONS,
     STRATEGIES,
@@ -90,6 +99,7 @@ class TrainOptions:
     preset: str = "tiny"
     data: str = "shapes"
     epochs: int | None = None
+    time: float | None = None  # seconds of wall clock the run may take (--time); not with epochs
     batch_size: int | None = None
     precision: str = "float32"
     jit: bool = False  # compile the step: XLA on TF, torch.compile on torch; JAX always does
@@ -105,6 +115,7 @@ class TrainOptions:
 
 
 SEEDS = range(2**32)  # what numpy's and Keras' random generators take
+MAX_EPOCHS = 1_000_000  # a timed run's `fit` bound: its TimeBudget stops it
 
 
 def default_out(options: TrainOptions) -> Path:
@@ -135,6 +146,7 @@ def _validate(options: TrainOptions, processes: int = 1) -> Preset:
         value = getattr(options, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    _check_length(options)
     for name in ("author", "license"):
         value = getattr(options, name)
         if value is not None and (not value.strip() or not value.isprintable()):
@@ -160,8 +172,29 @@ def _validate(options: TrainOptions, processes: int = 1) -> Preset:
             train,
             epochs=options.epochs or train.epochs,
             batch_size=options.batch_size or train.batch_size,
+            # --epochs makes a fixed-epoch run of a timed preset; --time times any preset
+            time_budget=None if options.epochs else (options.time or train.time_budget),
         ),
     )
+
+
+def _check_length(options: TrainOptions) -> None:
+    """UsageError when the run's length is asked for twice or cannot be timed."""
+    if options.time is None:
+        return
+    if options.epochs is not None:
+        raise UsageError(
+            f"--time and --epochs both set how long the run trains: pass --time "
+            f"{format_seconds(options.time)} for a run planned to end within it, or --epochs "
+            f"{options.epochs} for that many epochs"
+        )
+    if not options.time > 0:
+        raise UsageError(f"--time must be above 0, got {options.time}: pass --time 15m, say")
+    if options.strategy == MULTI_PROCESS:
+        raise UsageError(
+            f"--time cannot plan a --strategy {MULTI_PROCESS} run yet (its processes would "
+            "each plan their own number of steps): pass --epochs"
+        )
 
 
 def mixing(recipe: TrainRecipe, num_classes: int = 0) -> Mixing:
@@ -173,15 +206,24 @@ def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit:
     """Compile `model` as `toolkit train` does (studies/train_throughput times it too):
     AdamW on the warmup-cosine schedule of the preset's recipe (with a moving average of the
     weights when `ema`), sparse CE (SmoothedCrossentropy with label smoothing), top-1 and top-5
-    (weighted by the batches' sample weights, so padding copies weighted 0 are not counted)."""
+    (weighted by the batches' sample weights, so padding copies weighted 0 are not counted).
+    A timed recipe's schedule runs on a plan of steps the optimizer holds (PlannedAdamW), first
+    its `epochs`, then what `TimeBudget` measures fits the budget."""
     recipe = preset.train
     total = steps_per_epoch * recipe.epochs
-    schedule = WarmupCosine(
-        lr_start=recipe.lr_start,
-        lr_max=recipe.lr_max,
-        warmup_steps=int(total * recipe.warmup_fraction),
-        total_steps=total,
-    )
+    optimizer_class = keras.optimizers.AdamW
+    if recipe.time_budget is not None:
+        optimizer_class = PlannedAdamW
+        schedule = PlannedWarmupCosine(
+            recipe.lr_start, recipe.lr_max, recipe.warmup_fraction, planned_steps=total
+        )
+    else:
+        schedule = WarmupCosine(
+            lr_start=recipe.lr_start,
+            lr_max=recipe.lr_max,
+            warmup_steps=int(total * recipe.warmup_fraction),
+            total_steps=total,
+        )
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     accuracy, top5 = (
         keras.metrics.SparseCategoricalAccuracy,
@@ -191,7 +233,7 @@ def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit:
         loss = SmoothedCrossentropy(recipe.label_smoothing)
     if mixing(recipe).active:  # soft training labels: scored by their largest class
         accuracy, top5 = HardAccuracy, HardTopKAccuracy
-    optimizer = keras.optimizers.AdamW(
+    optimizer = optimizer_class(
         learning_rate=schedule,
         weight_decay=recipe.weight_decay,
         use_ema=recipe.ema is not None,  # fit ends with the averages in the weights
@@ -242,9 +284,10 @@ def _run_config(
     }
 
 
-# What --resume may change: --epochs sets the new total; --jit and --strategy change how the
+# What --resume may change: --epochs sets the new total, --time a new budget from the resume on
+# (without it a timed run has what is left of its own); --jit and --strategy change how the
 # same steps run. Every other setting (model, data, batch size, precision, seed) is the run's.
-RESUME_CHANGES = ("epochs", "jit", "strategy")
+RESUME_CHANGES = ("epochs", "time", "jit", "strategy")
 
 
 def resume_options(out: Path, given: Mapping[str, object]) -> TrainOptions:
@@ -260,6 +303,8 @@ def resume_options(out: Path, given: Mapping[str, object]) -> TrainOptions:
     config = read_config_json(out)
     stored = dict(config["options"])
     recipe = (config.get("preset") or {}).get("train") or {}
+    if "time" not in stored:  # a run from before --time trained epochs: it goes on doing so
+        stored["epochs"] = stored.get("epochs") or recipe.get("epochs")
     for name, value in given.items():
         kept = stored.get(name) if stored.get(name) is not None else recipe.get(name)
         if value is None or value == kept:
@@ -268,8 +313,9 @@ def resume_options(out: Path, given: Mapping[str, object]) -> TrainOptions:
         if name in RESUME_CHANGES:
             stored[name] = value
             continue
+        had = f"{flag} {kept}" if kept is not None else f"{flag} (it had none)"
         raise UsageError(
-            f"--resume keeps the run's {flag} {kept} ({config_path(out)}): drop {flag} {value}, "
+            f"--resume keeps the run's {had} ({config_path(out)}): drop {flag} {value}, "
             "or start a new run with another --out"
         )
     done = epochs_done(out / CHECKPOINT_DIR)
@@ -332,9 +378,14 @@ def train(
     out: Path | None = None,
     resume: bool = False,
     cluster: Cluster | None = None,
+    new_budget: bool = False,
+    started: float | None = None,
 ) -> Path:
     """Train per `options` into `out` (a new folder unless `resume`); return the run folder.
-    With a `cluster` (--strategy multi-process) this is one of its processes."""
+    With a `cluster` (--strategy multi-process) this is one of its processes. A timed run's
+    budget counts from `started` (time.monotonic(); default: now); resumed, it has what is left
+    of its budget, or `options.time` with `new_budget`."""
+    started = time.monotonic() if started is None else started
     if resume and out is None:
         raise UsageError("--resume needs --out: the run folder to continue")
     _check_cluster(options, out, cluster)
@@ -345,18 +396,33 @@ def train(
     _validate(options, 1 if cluster is None else cluster.num_processes)  # before the folder
     if not writer:  # process 0 holds the folder; connecting waits for it to get that far
         with _joined(cluster, options, out, resume):
-            return _train(options, out, resume, cluster)
+            return _train(options, out, resume, cluster, started=started)
     with hold_run_folder(out):  # one `toolkit train` at a time per run folder
         # checked again under the lock: a run that started or finished since is refused
         options = _prepare_folder(out, options, resume)
         with _joined(cluster, options, out, resume):  # the other processes get its one line
             try:
-                return _train(options, out, resume, cluster)
+                return _train(options, out, resume, cluster, new_budget, started)
+            except BudgetTooShort:  # found once setup is timed: nothing of a new run is kept
+                if not resume:  # the folder was empty (or new)
+                    _empty(out)
+                raise
             except OSError as exc:
                 full = atomic.full_disk(exc)
                 if full is None:
                     raise
                 raise RunError(_full_disk_message(full, out, cluster)) from None
+
+
+def _empty(out: Path) -> None:
+    """Remove what a refused new run wrote into `out` (its lock stays for its holder)."""
+    for path in out.iterdir():
+        if path.name == LOCK_FILE:
+            continue
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _joined(
@@ -421,20 +487,41 @@ def _check_split(batch: int, placement: Placement) -> None:
         )
 
 
-def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | None = None) -> Path:
+def _budget(
+    preset: Preset, options: TrainOptions, out: Path, resume: bool, new_budget: bool, started: float
+) -> Budget | None:
+    """This process's share of a timed run's budget: all of it for a new run, what its
+    checkpoint left on --resume (or `options.time` from now with `new_budget`)."""
+    seconds = preset.train.time_budget
+    if seconds is None:
+        return None
+    clock = read_clock(out / CHECKPOINT_DIR) if resume else {}
+    spent = clock.get("seconds_spent", 0.0)
+    if clock and not new_budget:
+        seconds = clock["budget_seconds"] - spent
+        if seconds <= 0:
+            raise UsageError(
+                f"{out} spent its budget of {format_seconds(clock['budget_seconds'])} "
+                "before it stopped: pass --resume --time 10m, say, to train on"
+            )
+    return Budget(seconds=seconds, spent_before=spent, started=started)
+
+
+def _train(
+    options: TrainOptions,
+    out: Path,
+    resume: bool,
+    cluster: Cluster | None = None,
+    new_budget: bool = False,
+    started: float | None = None,
+) -> Path:
     """The body of `train`, run while this process holds the run folder (or, in a
     multi-process run, while process 0 holds it: then only process 0 writes)."""
     writer = cluster is None or cluster.writer
     preset = _validate(options, 1 if cluster is None else cluster.num_processes)
-    data = load_data(options.data, seed=options.seed, val_fraction=preset.train.val_fraction)
-    _check_data(data, options)
-    height, width, _ = data.image_shape
-    print(
-        f"data {options.data}: {data.num_classes} classes, {height}x{width} images, split "
-        f"{len(data.y_train)} train / {len(data.y_val)} val / {len(data.y_test)} test",
-        flush=True,
-    )
-
+    started = time.monotonic() if started is None else started
+    budget = _budget(preset, options, out, resume, new_budget, started)
+    data = _load(options, preset, budget)
     keras.utils.set_random_seed(options.seed)
     previous_policy = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(options.precision)
@@ -459,16 +546,22 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
             else:
                 train_data, model, fit_model = host_fed(preset, data, norm, options.seed)
             compile_model(fit_model, preset, len(train_data), options.jit)
-        callbacks = _callbacks(out, preset.train, writer)
+        timer = None
+        if budget is not None:
+            budget.mark("model")
+            batches = [-(-len(y) // batch) for y in (data.y_val, data.y_test)]
+            timer = TimeBudget(budget, len(train_data), *batches, verbose=writer)
+        callbacks = _callbacks(out, preset.train, writer, timer)
         # a streamed folder that changes stops here, before the model and metrics are written
         with placement.scope(), stream_errors(data.x_train, data.x_val, data.x_test):
             fit_model.fit(
                 train_data,
                 validation_data=eval_dataset(data.x_val, data.y_val, batch),
-                epochs=preset.train.epochs,
+                # a timed run stops at its planned step (TimeBudget), which prints its epochs
+                epochs=preset.train.epochs if timer is None else MAX_EPOCHS,
                 callbacks=callbacks,
                 shuffle=False,  # the pipeline shuffles, seeded
-                verbose=2 if writer else 0,
+                verbose=2 if writer and timer is None else 0,
             )
             if placement.processes > 1:  # predictions span every process: metrics instead
                 test = evaluate_compiled(fit_model, data.x_test, data.y_test, batch)
@@ -479,12 +572,28 @@ def _train(options: TrainOptions, out: Path, resume: bool, cluster: Cluster | No
         if not writer:
             barrier("toolkit train: run folder written")  # exit once process 0 wrote it
             return out
-        _write_results(out, model, data, test)
+        seen = int(keras.ops.convert_to_numpy(fit_model.optimizer.iterations)) * batch
+        _write_results(out, model, data, test, _Length(started, budget, seen))
         if cluster is not None:
             barrier("toolkit train: run folder written")
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
     return out
+
+
+def _load(options: TrainOptions, preset: Preset, budget: Budget | None) -> Dataset:
+    """The run's data, checked, its split printed (a timed run notes the seconds it took)."""
+    data = load_data(options.data, seed=options.seed, val_fraction=preset.train.val_fraction)
+    if budget is not None:
+        budget.mark("start-up and data")
+    _check_data(data, options)
+    height, width, _ = data.image_shape
+    print(
+        f"data {options.data}: {data.num_classes} classes, {height}x{width} images, split "
+        f"{len(data.y_train)} train / {len(data.y_val)} val / {len(data.y_test)} test",
+        flush=True,
+    )
+    return data
 
 
 def _write_settings(
@@ -519,14 +628,52 @@ def _print_resuming(out: Path, options: TrainOptions, preset: Preset) -> None:
     )
 
 
-def _callbacks(out: Path, recipe: TrainRecipe, writer: bool) -> list:
-    """The fit's callbacks: history and checkpoints (a process that is not the writer only
-    restores process 0's checkpoint on --resume), EMA swapping and early stopping."""
+def _callbacks(
+    out: Path, recipe: TrainRecipe, writer: bool, timer: TimeBudget | None = None
+) -> list:
+    """The fit's callbacks: a divergence stops the run, the learning rate into the logs,
+    history and checkpoints (a process that is not the writer only restores process 0's
+    checkpoint on --resume), a timed run's planner (after them: it times their writes too), EMA
+    swapping and early stopping."""
+    clock = None if timer is None else lambda: _clock(timer.budget)
     if writer:  # the history of an epoch first, then its checkpoint (the resume point)
-        callbacks = [HistoryLog(out / HISTORY_FILE), Checkpoint(out / CHECKPOINT_DIR)]
+        callbacks = [
+            StopOnDivergence(recipe.lr_max),  # before an epoch that diverged is written
+            LearningRateLog(),
+            HistoryLog(out / HISTORY_FILE),
+            Checkpoint(out / CHECKPOINT_DIR, clock=clock),
+        ]
     else:  # restores process 0's checkpoint on --resume, writes nothing
-        callbacks = [Checkpoint(out / CHECKPOINT_DIR, write=False)]
-    return callbacks + recipe_callbacks(recipe)
+        callbacks = [StopOnDivergence(recipe.lr_max), Checkpoint(out / CHECKPOINT_DIR, write=False)]
+    return callbacks + ([] if timer is None else [timer]) + recipe_callbacks(recipe)
+
+
+def _clock(budget: Budget) -> dict[str, float]:
+    """A timed run's clock for its checkpoint: seconds spent so far, the budget in force."""
+    return {
+        "seconds_spent": budget.spent_before + budget.elapsed(),
+        "budget_seconds": budget.spent_before + budget.seconds,
+    }
+
+
+@dataclass(frozen=True)
+class _Length:
+    """How long a run trained: when its command started, its budget (None: a fixed-epoch
+    run), the images it trained on."""
+
+    started: float
+    budget: Budget | None
+    images_seen: int
+
+    def record(self) -> dict:
+        """metrics.json's and config.json's record: the budget, the wall seconds of the run's
+        commands (a resumed timed run's earlier ones included), the images seen."""
+        budget, before = self.budget, 0.0 if self.budget is None else self.budget.spent_before
+        return {
+            "time_budget_seconds": None if budget is None else before + budget.seconds,
+            "wall_seconds": round(before + time.monotonic() - self.started, 1),
+            "images_seen": self.images_seen,
+        }
 
 
 def recipe_callbacks(recipe: TrainRecipe) -> list:
@@ -549,9 +696,15 @@ def recipe_callbacks(recipe: TrainRecipe) -> list:
     return callbacks
 
 
-def _write_results(out: Path, model: keras.Model, data: Dataset, test: dict) -> None:
-    """model.keras, the history plot and metrics.json (last: the run is finished); the
-    checkpoints go."""
+def _write_results(
+    out: Path,
+    model: keras.Model,
+    data: Dataset,
+    test: dict,
+    length: _Length,
+) -> None:
+    """model.keras, the history plot, config.json's record of the run's length and
+    metrics.json (last: the run is finished); the checkpoints go."""
     atomic.write_with(out / MODEL_FILE, model.save)
     metrics = {
         "test_top1": test["top1"],
@@ -565,6 +718,11 @@ def _write_results(out: Path, model: keras.Model, data: Dataset, test: dict) -> 
         "backend": backend_info(),
     }
     plot_history(out / HISTORY_FILE, out / HISTORY_PLOT_FILE, f"{out.name}: {data.name}")
+    timing = length.record()  # the wall time as late as it can be taken
+    metrics.update(timing)
+    config = read_config_json(out)
+    config["length"] = {"epochs_run": metrics["epochs_run"], **timing}
+    write_config(out, config)
     atomic.write_json(out / METRICS_FILE, metrics)  # last: the run is finished
     shutil.rmtree(out / CHECKPOINT_DIR, ignore_errors=True)
 

@@ -4,10 +4,9 @@ verify_layers.png beside it), parity records in RUN/export/model.json, exit 0/1.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from toolkit.common import atomic
-from toolkit.common.argtypes import ALL, finite_float
+from toolkit.common.argtypes import ALL, finite_float, path_arg
 from toolkit.common.errors import UsageError
 from toolkit.common.scratch import remove_dead_scratch
 from toolkit.runfiles import EXPORT_DIR, VERIFY_FILE, manifest_path
@@ -30,7 +29,7 @@ from toolkit.verify.tables import (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of `toolkit verify`."""
-    p.add_argument("run", type=Path, metavar="RUN", help="run folder (exported for models)")
+    p.add_argument("run", type=path_arg, metavar="RUN", help="run folder (exported for models)")
     p.add_argument(
         "--runtime",
         "--runtimes",
@@ -90,7 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "are, with a warning; without it they are refused",
     )
     p.add_argument(
-        "--json", type=Path, metavar="FILE", help=f"report file (default RUN/{VERIFY_FILE})"
+        "--json", type=path_arg, metavar="FILE", help=f"report file (default RUN/{VERIFY_FILE})"
     )
     only = p.add_mutually_exclusive_group()
     only.add_argument("--ops-only", action="store_true", help="op level only")

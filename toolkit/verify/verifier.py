@@ -16,6 +16,7 @@ from toolkit.runmodel import load_run_model
 from toolkit.runtimes import DEFAULT_VERIFIED, VERIFIED_RUNTIMES
 from toolkit.verify import ATTRIBUTION_SAMPLES
 from toolkit.verify.attribution import attribute_int8, int8_formats
+from toolkit.verify.cells import ERROR, FAIL, PASS
 from toolkit.verify.levels import not_checked, split_levels
 from toolkit.verify.modellevel import test_images, verify_models
 from toolkit.verify.ops.cases import OP_CASES, Params
@@ -92,11 +93,22 @@ def report_head(run: Run, options: dict, tolerances: Tolerances, rules: str) -> 
     }
 
 
+CHECKED = (PASS, FAIL, ERROR)  # the statuses of a cell that ran a check
+
+
 def conclude(report: dict) -> dict:
-    """`report` with the failing cells of all its sections and the verdict added."""
+    """`report` with the failing cells of all its sections and the verdict added: a report
+    whose every cell checked nothing (unavailable, not applicable) does not pass."""
     report["failures"] = [
         line for part in PARTS if part in report for line in report[part]["summary"]["failures"]
     ]
+    cells = [c for part in PARTS if part in report for c in report[part].get("cells", [])]
+    if cells and not any(c["status"] in CHECKED for c in cells):  # no runtime asked for ran
+        report["failures"].append(
+            f"nothing was checked: each of the {len(cells)} cells is unavailable or not "
+            "applicable (the lines above say why): install a runtime that runs here, or pick one "
+            "with --runtime"
+        )
     report["passed"] = not report["failures"]
     return report
 

@@ -39,12 +39,14 @@ def dense(x: np.ndarray, layer: keras.layers.Dense) -> np.ndarray:
 
 
 def mlp(x: np.ndarray, layer: keras.layers.Layer) -> np.ndarray:
-    """toolkit MLP at inference: Dense, gelu on all but (activate_last=False) the last."""
+    """toolkit MLP at inference: Dense, its activation (gelu or relu) on all but
+    (activate_last=False) the last."""
+    activate = {"gelu": gelu, "relu": lambda v: np.maximum(v, 0.0)}[layer.activation]
     last = len(layer.dense_layers) - 1
     for i, d in enumerate(layer.dense_layers):
         x = dense(x, d)
         if i < last or layer.activate_last:
-            x = gelu(x)
+            x = activate(x)
     return x
 
 
