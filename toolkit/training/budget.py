@@ -73,6 +73,14 @@ class Budget:
     def left(self) -> float:
         return self.seconds - self.elapsed()
 
+    def clock(self) -> dict[str, float]:
+        """The run's clock as its checkpoint records it (checkpoint.CLOCK_KEYS): the seconds
+        its commands spent so far, and the budget in force, both counted over the whole run."""
+        return {
+            "seconds_spent": self.spent_before + self.elapsed(),
+            "budget_seconds": self.spent_before + self.seconds,
+        }
+
     def mark(self, name: str) -> None:
         """Note the age at which a part of the setup ended (the refusal of a too short budget
         says where the setup's seconds went)."""

@@ -635,7 +635,7 @@ def _callbacks(
     history and checkpoints (a process that is not the writer only restores process 0's
     checkpoint on --resume), a timed run's planner (after them: it times their writes too), EMA
     swapping and early stopping."""
-    clock = None if timer is None else lambda: _clock(timer.budget)
+    clock = None if timer is None else timer.budget.clock
     if writer:  # the history of an epoch first, then its checkpoint (the resume point)
         callbacks = [
             StopOnDivergence(recipe.lr_max),  # before an epoch that diverged is written
@@ -646,14 +646,6 @@ def _callbacks(
     else:  # restores process 0's checkpoint on --resume, writes nothing
         callbacks = [StopOnDivergence(recipe.lr_max), Checkpoint(out / CHECKPOINT_DIR, write=False)]
     return callbacks + ([] if timer is None else [timer]) + recipe_callbacks(recipe)
-
-
-def _clock(budget: Budget) -> dict[str, float]:
-    """A timed run's clock for its checkpoint: seconds spent so far, the budget in force."""
-    return {
-        "seconds_spent": budget.spent_before + budget.elapsed(),
-        "budget_seconds": budget.spent_before + budget.seconds,
-    }
 
 
 @dataclass(frozen=True)
@@ -670,7 +662,7 @@ class _Length:
         commands (a resumed timed run's earlier ones included), the images seen."""
         budget, before = self.budget, 0.0 if self.budget is None else self.budget.spent_before
         return {
-            "time_budget_seconds": None if budget is None else before + budget.seconds,
+            "time_budget_seconds": None if budget is None else budget.clock()["budget_seconds"],
             "wall_seconds": round(before + time.monotonic() - self.started, 1),
             "images_seen": self.images_seen,
         }
