@@ -330,6 +330,8 @@ def child_train(
             compile_s = self.steps[1] - self.steps[0] if not self.epochs else self.compile_s
             self.compile_s = compile_s
             after = 0.5 * compile_s + (1.5 * self.eval_s if self.eval_s else compile_s)
+            if budget is not None:  # TimeBudget keeps the evaluation's time aside: a backstop
+                after = 0.0
             if time.time() + after > deadline:
                 self.stopped_by = "the row's budget"
                 self.cut = True  # mid-epoch: not a checkpoint
