@@ -335,12 +335,15 @@ def _gpu_train(row: dict) -> str:
 
 
 def _train_throughput(row: dict) -> str:
-    """Each implementation's images/s and speed-up over the keras.io port."""
-    return "; ".join(
+    """Each implementation's images/s and speed-up over each model's first row (the keras.io
+    port of the seed presets, else "toolkit --jit")."""
+    base = row["results"][0]["implementation"]
+    over = "" if base == "keras.io port" else f"{row.get('preset', 'seed')}, over {base}: "
+    return over + "; ".join(
         f"{r['model']} {r['implementation']} {r['images_per_s']} img/s "
         f"({r['speedup_vs_port']:.2f}x)"
         for r in row["results"]
-        if r["implementation"] != "keras.io port"
+        if r["implementation"] != base
     )
 
 

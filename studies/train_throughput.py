@@ -1,11 +1,16 @@
-"""Training throughput (images/s) of the seed ShiftViT and ViT presets beside a keras.io port.
+"""Training throughput (images/s) of a preset's train step: TensorFlow, XLA, JAX, bf16, keras.io.
 
-    python -m studies.train_throughput [--models shiftvit,vit-lsa] [--steps N] [--warmup N]
-        [--batch-size N] [--rounds N] [--retries N] [--variants] [--backends B[,B...]]
-        [--json FILE] [--md FILE]
+    python -m studies.train_throughput [--models shiftvit,vit-lsa] [--preset seed]
+        [--precisions float32[,mixed_bfloat16]] [--steps N] [--warmup N] [--batch-size N]
+        [--rounds N] [--retries N] [--variants] [--backends B[,B...]] [--json FILE] [--md FILE]
 
 For each model it trains, on synthetic CIFAR-shaped uint8 data (batch * steps images, random
-labels):
+labels), the rows below. The keras.io port is built for the seed preset only; for any other
+preset (`--preset cpu60`) the first row is "toolkit --jit" (then "toolkit") and the speed-ups
+are over it.
+Each precision after the first in `--precisions` adds a "toolkit --jit" row and one row per
+backend in that precision (`toolkit train --precision`; mixed_bfloat16 pays where the CPU has
+AVX512_BF16 or AMX):
 
 * "keras.io port": studies/keras_io_port.py, the examples' structure with the math
   corrected to equal ours; augmentation inside the model, fed by shuffle -> batch -> prefetch.
@@ -56,12 +61,15 @@ from toolkit.bench.machine import cpu_flags, cpu_model, cpu_text  # noqa: E402
 from toolkit.common.backend import installed  # noqa: E402
 from toolkit.common.versions import versions  # noqa: E402
 from toolkit.data import train_dataset  # noqa: E402
-from toolkit.models import build_model, channel_stats, get_preset  # noqa: E402
+from toolkit.models import PRESETS, build_model, channel_stats, get_preset  # noqa: E402
+from toolkit.training.strategies import PRECISIONS  # noqa: E402
 from toolkit.training.train import compile_model  # noqa: E402
 
 INPUT_SHAPE = (32, 32, 3)
-NUM_CLASSES = {"shiftvit": 10, "vit-lsa": 100, "vit": 100}
+NUM_CLASSES = {"shiftvit": 10, "vit-lsa": 100, "vit": 100}  # the seed presets' datasets
 TRAIN_IMAGES = {"shiftvit": 40_000, "vit-lsa": 50_000, "vit": 50_000}  # sizes the LR schedule
+CIFAR10 = (10, 50_000)  # every other preset trains on CIFAR-10
+SEED = "seed"
 PORT = "keras.io port"
 WORKER_FLAG = "--backend-worker"
 TOOLKIT_PIPELINE = "toolkit.data.train_dataset"
@@ -182,22 +190,48 @@ def _ours_behind_keras_io_aug(name, preset, x, norm):
     return keras.Model(inputs, ours(aug(inputs)))
 
 
-def _plan(name: str, batch: int, steps: int, variants: bool):
+def _task(name: str, preset_name: str) -> tuple[int, int]:
+    """(classes, training images) of the dataset the preset trains on: sizes the LR schedule."""
+    return (NUM_CLASSES[name], TRAIN_IMAGES[name]) if preset_name == SEED else CIFAR10
+
+
+def _with_policy(precision: str, build: Callable):
+    """build() under a Keras dtype policy (layers take it when built), float32 restored."""
+    keras.mixed_precision.set_global_policy(precision)
+    try:
+        return build()
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+def _plan(
+    name: str,
+    batch: int,
+    steps: int,
+    variants: bool,
+    preset_name: str = SEED,
+    precisions: tuple[str, ...] = ("float32",),
+):
     """[(label, make)] where make() -> (compiled model, repeated dataset, pipeline text)."""
-    preset = get_preset(name, "seed")
+    preset = get_preset(name, preset_name)
+    classes, images = _task(name, preset_name)
     rng = np.random.default_rng(0)
     n = batch * steps
     x = rng.integers(0, 256, (n, *INPUT_SHAPE), dtype=np.uint8)
-    y = rng.integers(0, NUM_CLASSES[name], n).astype(np.int64)
-    steps_per_epoch = math.ceil(TRAIN_IMAGES[name] / batch)
+    y = rng.integers(0, classes, n).astype(np.int64)
+    steps_per_epoch = math.ceil(images / batch)
     norm = channel_stats(x) if name != "shiftvit" else None
     aug = preset.train.augmentation
     in_model = "shuffle(512), batch, prefetch; augmentation inside the model"
 
-    def ours(jit: bool, augmentation=aug, note=""):
-        def make():
-            model = build_model(preset, INPUT_SHAPE, NUM_CLASSES[name], norm_stats=norm)
+    def ours(jit: bool, augmentation=aug, note="", precision=precisions[0]):
+        def build():
+            model = build_model(preset, INPUT_SHAPE, classes, norm_stats=norm)
             compile_model(model, preset, steps_per_epoch, jit)
+            return model
+
+        def make():
+            model = _with_policy(precision, build)
             ds = train_dataset(x, y, batch, augmentation, 0).repeat()
             return model, ds, TOOLKIT_PIPELINE + note
 
@@ -216,7 +250,11 @@ def _plan(name: str, batch: int, steps: int, variants: bool):
         compile_model(model, preset, steps_per_epoch, False)
         return model, port.keras_io_dataset(x, y, batch).repeat(), in_model
 
-    plan = [(PORT, the_port), ("toolkit", ours(False)), ("toolkit --jit", ours(True))]
+    if preset_name != SEED:  # the port is the seed's structure
+        plan = [("toolkit --jit", ours(True)), ("toolkit", ours(False))]
+    else:
+        plan = [(PORT, the_port), ("toolkit", ours(False)), ("toolkit --jit", ours(True))]
+    plan += [(f"toolkit --jit, {p}", ours(True, precision=p)) for p in precisions[1:]]
     if variants:
         plan += [
             ("toolkit model, keras.io in-model aug", ours_in_model_aug),
@@ -238,30 +276,35 @@ class Entry:
     segments: list[Segment]
 
 
-def _toolkit_on_backend(name: str, batch: int, steps: int, warmup: int):
+def _toolkit_on_backend(name: str, batch: int, steps: int, warmup: int, preset_name: str = SEED):
     """`toolkit train`'s model, training wrapper, compile and pipeline on the current backend
     (synthetic data as _plan's, enough for a segment without repeating the dataset)."""
     from toolkit.data import training_model
 
-    preset = get_preset(name, "seed")
+    preset = get_preset(name, preset_name)
+    classes, images = _task(name, preset_name)
     rng = np.random.default_rng(0)
     n = batch * (max(steps + 1, warmup) + 1)
     x = rng.integers(0, 256, (n, *INPUT_SHAPE), dtype=np.uint8)
-    y = rng.integers(0, NUM_CLASSES[name], n).astype(np.int64)
+    y = rng.integers(0, classes, n).astype(np.int64)
     norm = channel_stats(x) if name != "shiftvit" else None
-    model = build_model(preset, INPUT_SHAPE, NUM_CLASSES[name], norm_stats=norm)
+    model = build_model(preset, INPUT_SHAPE, classes, norm_stats=norm)
     fit_model = training_model(model, preset.train.augmentation, 0)
-    compile_model(fit_model, preset, math.ceil(TRAIN_IMAGES[name] / batch), True)
+    compile_model(fit_model, preset, math.ceil(images / batch), True)
     dataset = train_dataset(x, y, batch, preset.train.augmentation, 0)
     return model, fit_model, dataset
 
 
-def backend_worker(name: str, batch: int, steps: int, warmup: int) -> int:
+def backend_worker(
+    name: str, batch: int, steps: int, warmup: int, preset_name: str = SEED, precision="float32"
+) -> int:
     """The worker of a "toolkit on BACKEND" row: build and warm up, print one JSON line, then
     time `steps` steps for every "time" line on stdin, printing each Segment as JSON."""
     keras.utils.set_random_seed(0)
     start = time.perf_counter()
-    model, fit_model, dataset = _toolkit_on_backend(name, batch, steps, warmup)
+    model, fit_model, dataset = _with_policy(
+        precision, lambda: _toolkit_on_backend(name, batch, steps, warmup, preset_name)
+    )
     _fit(fit_model, dataset, warmup)
     ready = {
         "setup": round(time.perf_counter() - start, 1),
@@ -278,12 +321,21 @@ def backend_worker(name: str, batch: int, steps: int, warmup: int) -> int:
     return 0
 
 
-def _worker_entry(backend: str, name: str, batch: int, steps: int, warmup: int) -> Entry:
+def _worker_entry(
+    backend: str,
+    name: str,
+    batch: int,
+    steps: int,
+    warmup: int,
+    preset_name: str = SEED,
+    precision: str = "float32",
+) -> Entry:
     """Start the worker for `backend` and wait until it has warmed up."""
     import subprocess
 
     argv = [sys.executable, "-m", "studies.train_throughput", WORKER_FLAG, name]
     argv += ["--batch-size", str(batch), "--steps", str(steps), "--warmup", str(warmup)]
+    argv += ["--preset", preset_name, "--precisions", precision]
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.PIPE,
@@ -300,6 +352,7 @@ def _worker_entry(backend: str, name: str, batch: int, steps: int, warmup: int) 
 
     _WORKERS.append(proc)
     label = f"toolkit on {backend}" + (" (always compiled)" if backend == "jax" else " --jit")
+    label += "" if precision == "float32" else f", {precision}"
     return Entry(
         label, ready["setup"], time_segment, ready["trainable"], ready["jit"], ready["pipeline"], []
     )
@@ -332,6 +385,8 @@ def bench_model(
     retries: int,
     variants: bool,
     backends: tuple[str, ...] = (),
+    preset_name: str = SEED,
+    precisions: tuple[str, ...] = ("float32",),
 ) -> list[Run]:
     """Build and warm up every implementation, then time them in interleaved rounds.
 
@@ -341,7 +396,7 @@ def bench_model(
     """
     keras.backend.clear_session()
     entries: list[Entry] = []
-    for label, make in _plan(name, batch, steps, variants):
+    for label, make in _plan(name, batch, steps, variants, preset_name, precisions):
         keras.utils.set_random_seed(0)
         start = time.perf_counter()
         model, dataset, pipeline = make()
@@ -359,8 +414,8 @@ def bench_model(
                 [],
             )
         )
-    for backend in backends:
-        entry = _worker_entry(backend, name, batch, steps, warmup)
+    for backend, precision in [(b, p) for p in precisions for b in backends]:
+        entry = _worker_entry(backend, name, batch, steps, warmup, preset_name, precision)
         print(
             f"  {name:9s} {entry.label:38s} built + {warmup} warmup steps in {entry.setup:.0f}s",
             flush=True,
@@ -460,8 +515,10 @@ def machine() -> dict:
 
 
 def table(runs: list[Run]) -> str:
+    """One row per implementation; speed-ups over each model's first row (the port, or
+    "toolkit --jit" for a preset other than the seed)."""
     lines = [
-        "| model | implementation | images/s | best | speed-up vs port "
+        f"| model | implementation | images/s | best | speed-up vs {runs[0].implementation} "
         "| images per CPU-s | speed-up per CPU-s | XLA |",
         "|---|---|---:|---:|---:|---:|---:|---|",
     ]
@@ -483,7 +540,7 @@ def markdown(report: dict, runs: list[Run]) -> str:
             pipelines[r.pipeline].append(r.implementation)
     return "\n".join(
         [
-            "# Training throughput: toolkit vs keras.io port (seed presets, CPU)",
+            f"# Training throughput: {a.get('preset', SEED)} presets, CPU",
             "",
             f"Measured {report['created']} with `{report['command']}`.",
             "",
@@ -494,9 +551,9 @@ def markdown(report: dict, runs: list[Run]) -> str:
             "implementation (a round disturbed by other processes, >10% of the CPU, is re-timed "
             f"up to {a['retries']} time(s)). Synthetic uint8 32x32x3 images, random labels. "
             "images/s: median of the rounds; best: fastest round; speed-ups: median of the "
-            "per-round ratios to the port; images per CPU-s: this process's CPU time, which "
-            "other load on the machine disturbs far less than wall time. The trainable "
-            "parameter counts of port and toolkit are asserted equal.",
+            f"per-round ratios to {runs[0].implementation}; images per CPU-s: this process's "
+            "CPU time, which other load on the machine disturbs far less than wall time. The "
+            "trainable parameter counts of the rows are asserted equal.",
             "",
             f"- Machine: {cpu_text(m)}, {m['cores']} cores ({m['platform']}); load average at "
             f"start {m['load_average_at_start']}, at end {report['load_average_at_end']}; "
@@ -525,6 +582,12 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="re-time a segment disturbed by other processes (>10%% of the CPU) up to N times",
     )
+    parser.add_argument("--preset", default=SEED, help="the presets to time (default: seed)")
+    parser.add_argument(
+        "--precisions",
+        default="float32",
+        help="Keras dtype policies, comma-separated: each after the first adds rows",
+    )
     parser.add_argument("--variants", action="store_true", help="also time the analysis rows")
     parser.add_argument(
         "--backends",
@@ -536,8 +599,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write the results as JSON")
     parser.add_argument("--md", type=Path, default=None, help="write the results as Markdown")
     args = parser.parse_args(argv)
+    precisions = tuple(p.strip() for p in args.precisions.split(",") if p.strip())
+    unknown = set(precisions) - set(PRECISIONS)
+    if not precisions or unknown or len(set(precisions)) < len(precisions):
+        parser.error(f"--precisions {args.precisions!r}: name some of {', '.join(PRECISIONS)}")
     if args.backend_worker:
-        return backend_worker(args.backend_worker, args.batch_size, args.steps, args.warmup)
+        return backend_worker(
+            args.backend_worker,
+            args.batch_size,
+            args.steps,
+            args.warmup,
+            args.preset,
+            precisions[0],
+        )
     backends = tuple(b.strip() for b in args.backends.split(",") if b.strip())
     for b in backends:
         if b == "tensorflow" or not installed(b):
@@ -546,6 +620,10 @@ def main(argv: list[str] | None = None) -> int:
     for m in models:
         if m not in NUM_CLASSES:
             parser.error(f"unknown model {m!r}: choose from {', '.join(NUM_CLASSES)}")
+        if args.preset not in PRESETS.get(m, {}):
+            parser.error(f"--preset {args.preset}: {m} has {', '.join(PRESETS.get(m, {}))}")
+    if args.variants and args.preset != SEED:
+        parser.error("--variants compares with the keras.io port: it needs --preset seed")
     if min(args.steps, args.warmup, args.batch_size, args.rounds) < 1 or args.retries < 0:
         parser.error("--steps, --warmup, --batch-size, --rounds must be >= 1, --retries >= 0")
 
@@ -563,6 +641,8 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": args.rounds,
             "retries": args.retries,
             "variants": args.variants,
+            "preset": args.preset,
+            "precisions": list(precisions),
             "backends": list(backends),
         },
         "machine": machine(),
@@ -582,6 +662,8 @@ def main(argv: list[str] | None = None) -> int:
             args.retries,
             args.variants,
             backends,
+            args.preset,
+            precisions,
         )
     report["load_average_at_end"] = _load_average()
     report["results"] = [r.__dict__ for r in runs]

@@ -44,12 +44,16 @@ def model_file(tmp_path_factory) -> Path:
 
 
 def _fake_run(
-    folder: Path, model: Path | None = None, finished: bool = True, epochs_run: int = 0
+    folder: Path,
+    model: Path | None = None,
+    finished: bool = True,
+    epochs_run: int = 0,
+    data: str = DATA,
 ) -> Path:
     """A run folder as `toolkit train` leaves it (an untrained `model`), without training."""
     folder.mkdir(parents=True)
     config = {
-        "options": asdict(TrainOptions("shiftvit", "tiny", DATA)),
+        "options": asdict(TrainOptions("shiftvit", "tiny", data)),
         "preset": get_preset("shiftvit", "tiny").to_dict(),
         "dataset": {"image_shape": [32, 32, 3], "num_classes": len(SHAPES_CLASSES)},
     }
@@ -119,7 +123,16 @@ def cases(tmp_path, read_only, model_file) -> dict[str, tuple[list[str], str]]:
     short_labels = _fake_run(tmp_path / "short_labels", model_file)
     (short_labels / "labels.txt").write_text("\n".join(SHAPES_CLASSES[:-1]) + "\n")
     train = ["train", "--model", "shiftvit", "--data", DATA]
+    gone = str(_fake_run(tmp_path / "gone", model_file, data=f"npz:{tmp_path / 'moved.npz'}"))
+    gone_line = f"npz file {tmp_path / 'moved.npz'} not found (the run's data, as "
+    gone_line += f"{gone}/config.json names it): put it back there"
     return {
+        # 11: the run's own data gone: named as the run's, with the command's way out
+        "eval run's data gone": (["eval", gone], gone_line + ", or pass --data with data"),
+        "export int8 run's data gone": (
+            ["export", gone, "--format", "tflite-int8"],
+            gone_line + ", or pass --calib-data with data",
+        ),
         # 1: data whose classes are not the run's is refused, not scored
         "eval other classes": (["eval", run, "--data", f"folder:{three}"], "3 classes"),
         "eval other order": (["eval", run, "--data", f"npz:{permuted}"], "has classes dots where"),
@@ -191,7 +204,8 @@ def cases(tmp_path, read_only, model_file) -> dict[str, tuple[list[str], str]]:
 
 
 CASES = [
-    "eval other classes", "eval other order", "bench other classes",
+    "eval run's data gone", "export int8 run's data gone", "eval other classes",
+    "eval other order", "bench other classes",
     "verify report is a folder", "bench report is a folder", "verify read-only run",
     "bench read-only run", "train out under a file", "train out read-only",
     "export out under a file", "export out read-only", "export artifact is a folder",

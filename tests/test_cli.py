@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -218,3 +219,27 @@ def test_the_codes_own_lists_may_repeat_a_name():
     from toolkit.common.argtypes import choose_names
 
     assert choose_names(["a", "a"], ["a", "b"], "--x") == ["a"]
+
+
+def test_commands_that_load_a_run_model_print_no_native_log_lines(tiny_runs, tmp_path):
+    """bench (even of a bad --format) and predict of RUN/model.keras load the model, which
+    imported TensorFlow with its C++ start-up lines ("Could not find cuda drivers", oneDNN,
+    absl) before the toolkit's own line: their stderr is the toolkit's alone."""
+    run = tiny_runs.trained("shiftvit")
+    Image.fromarray(np.zeros((32, 32, 3), np.uint8)).save(tmp_path / "black.png")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    script = [sys.executable, "-m", "toolkit.cli"]
+    bench = subprocess.run(
+        [*script, "bench", str(run), "--format", "bogus"], capture_output=True, text=True, env=env
+    )
+    assert bench.returncode == 2
+    assert bench.stderr.strip().splitlines() == [bench.stderr.strip()]
+    assert bench.stderr.startswith("toolkit: error: ")
+    predict = subprocess.run(
+        [*script, "predict", str(run / "model.keras"), str(tmp_path / "black.png")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert predict.returncode == 0 and predict.stderr == "", predict.stderr
+    assert predict.stdout.startswith(f"{tmp_path / 'black.png'}: ")

@@ -474,3 +474,77 @@ def test_shared_cifar10_sample():
     assert total == 5085 and ds.num_classes == 10
     assert ds.class_names == [str(i) for i in range(10)] and ds.image_shape == (32, 32, 3)
     assert set(np.unique(ds.y_test)) == set(range(10))
+
+
+# -- images as a phone or a hostile file gives them ---------------------------------------------
+
+
+def _exif_rotated_jpeg(path: Path, orientation: int = 6) -> np.ndarray:
+    """A 32x32 JPEG whose Exif says Orientation=`orientation`; returns its pixels as stored
+    (decoded without the Exif turn)."""
+    pixels = np.zeros((32, 32, 3), np.uint8)
+    pixels[:8, :, 0] = 255  # a red band along the top: where it ends up shows the turn
+    pixels[:, :4, 2] = 255  # a blue band down the left
+    exif = Image.Exif()
+    exif[0x0112] = orientation  # Orientation
+    Image.fromarray(pixels).save(path, quality=95, exif=exif)
+    with Image.open(path) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def _huge_png(path: Path, side: int = 30_000) -> None:
+    """A PNG whose header says side x side pixels (no image data): what Pillow refuses to
+    decode as a decompression bomb, read from the header alone."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(kind + body) & 0xFFFFFFFF
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IEND", b""))
+
+
+def test_an_exif_orientation_is_applied_as_browsers_apply_it(tmp_path):
+    """Orientation=6 (turn 90 degrees clockwise to view): load_image returns the turned
+    pixels, as the shipped web app's browser shows them; Orientation=1 leaves them."""
+    stored = _exif_rotated_jpeg(tmp_path / "photo.jpg", 6)
+    np.testing.assert_array_equal(load_image(tmp_path / "photo.jpg", 32), np.rot90(stored, k=-1))
+    upright = _exif_rotated_jpeg(tmp_path / "upright.jpg", 1)
+    np.testing.assert_array_equal(load_image(tmp_path / "upright.jpg", 32), upright)
+
+
+def test_a_streamed_jpeg_with_exif_goes_to_pillow_not_the_fast_decoder(tmp_path):
+    """The streamed folder's TF decoder ignores Exif: a JPEG carrying it is decoded by Pillow
+    (which turns it upright); a plain JFIF JPEG, as Pillow and cameras-off write, stays fast."""
+    from toolkit.data.tf_pipeline import _plain_jpeg
+
+    _exif_rotated_jpeg(tmp_path / "photo.jpg", 6)
+    Image.fromarray(np.zeros((32, 32, 3), np.uint8)).save(tmp_path / "plain.jpg")
+    fast = {
+        name: bool(_plain_jpeg(tf.constant((tmp_path / name).read_bytes()), 32))
+        for name in ("photo.jpg", "plain.jpg")
+    }
+    assert fast == {"photo.jpg": False, "plain.jpg": True}
+
+
+def test_a_decompression_bomb_is_one_line_and_skipped_in_a_folder(tmp_path, capsys):
+    """A 30000x30000 PNG: load_image (predict) refuses it in one line; a folder dataset skips
+    it with the undecodable images' warning instead of a traceback."""
+    _huge_png(tmp_path / "huge.png")
+    with pytest.raises(UsageError) as caught:
+        load_image(tmp_path / "huge.png")
+    message = str(caught.value)
+    assert message.startswith(f"cannot decode image {tmp_path / 'huge.png'}: Image size (")
+    assert "\n" not in message and message.endswith("pixels, or remove it")
+    root = tmp_path / "folder"
+    for name in ("a", "b"):
+        (root / name).mkdir(parents=True)
+        for i in range(6):
+            Image.fromarray(np.full((32, 32, 3), 40 * i, np.uint8)).save(root / name / f"{i}.png")
+    _huge_png(root / "a" / "huge.png")
+    data = load_data(f"folder:{root}")
+    assert len(data.y_train) + len(data.y_val) + len(data.y_test) == 12
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("toolkit: warning: skipped 1 of 13 images") and "a/huge.png" in err

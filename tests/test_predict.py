@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import keras
@@ -25,6 +26,7 @@ from toolkit.export.onnx_mobile import fix_batch, optimized
 from toolkit.models import build_model, get_preset
 from toolkit.predict import add_arguments, run, softmax
 from toolkit.runfiles.hashes import sha256
+from toolkit.training.train import TrainOptions
 
 NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +42,7 @@ def run_folder(tmp_path_factory) -> tuple[keras.Model, Path]:
     root = tmp_path_factory.mktemp("run")
     model.save(root / "model.keras")
     (root / "labels.txt").write_text("\n".join(NAMES) + "\n")
-    (root / "config.json").write_text("{}")  # a run folder: labels.txt names its model.keras
+    (root / "config.json").write_text(json.dumps(run_config(len(NAMES))))  # a run folder
     (root / "export").mkdir()
     (root / "export" / "labels.txt").write_text("\n".join(NAMES) + "\n")
     listed = {fmt: {"file": f"model.{fmt}"} for fmt in ("tflite", "onnx", "ort")}
@@ -68,6 +70,15 @@ def run_folder(tmp_path_factory) -> tuple[keras.Model, Path]:
         encode = tf.io.encode_jpeg if name.endswith(".jpg") else tf.io.encode_png
         tf.io.write_file(str(root / name), encode(pixels))
     return model, root
+
+
+def run_config(classes: int) -> dict:
+    """config.json of a tiny ShiftViT run of `classes` classes on 32x32 images."""
+    return {
+        "options": asdict(TrainOptions("shiftvit", "tiny", "shapes")),
+        "preset": get_preset("shiftvit", "tiny").to_dict(),
+        "dataset": {"image_shape": [32, 32, 3], "num_classes": classes},
+    }
 
 
 def predict(*argv: str | Path) -> None:
@@ -226,3 +237,37 @@ def test_predict_refuses_a_file_changed_after_export(run_folder, tmp_path, capsy
     assert captured.out.startswith(f"{image}: ")
     assert captured.err.startswith(f"toolkit: warning: {onnx_file} was changed after export")
     assert len(captured.err.strip().splitlines()) == 1
+
+
+def test_predict_refuses_a_file_its_model_json_does_not_record(run_folder, tmp_path, capsys):
+    """A model.json beside the file that does not list it (emptied to `{}`, or the file put
+    there by hand) cannot vouch for its bytes: refused as a changed file is, in one line;
+    --allow-modified runs it with one warning."""
+    folder = tmp_path / "export"
+    folder.mkdir()
+    onnx_file = Path(shutil.copy(run_folder[1] / "export" / "model.onnx", folder / "model.onnx"))
+    (folder / "model.json").write_text("{}")
+    image = run_folder[1] / "rgb.png"
+    with pytest.raises(UsageError) as caught:
+        predict(onnx_file, image)
+    message = str(caught.value)
+    assert message.startswith(f"{onnx_file} is not among the files model.json beside it records")
+    assert "its sha256 cannot be checked" in message and "\n" not in message
+    assert message.endswith("or pass --allow-modified to use it as it is")
+    predict(onnx_file, image, "--allow-modified")
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"{image}: ")
+    assert captured.err.startswith(f"toolkit: warning: {onnx_file} is not among the files")
+    assert len(captured.err.strip().splitlines()) == 1
+
+
+def test_predict_refuses_a_run_model_that_is_not_the_runs(run_folder, tmp_path):
+    """RUN/model.keras is the model its config.json describes, or predict refuses it as eval
+    and export do (here config.json says 11 classes, the model has 10)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(run_folder[1] / "model.keras", run / "model.keras")
+    (run / "labels.txt").write_text("\n".join([*NAMES, "extra"]) + "\n")
+    (run / "config.json").write_text(json.dumps(run_config(len(NAMES) + 1)))
+    with pytest.raises(UsageError, match="is not the shiftvit model config.json describes"):
+        predict(run / "model.keras", run_folder[1] / "rgb.png")

@@ -167,7 +167,8 @@ def dead_pid() -> str:
 # -- a killed write check ------------------------------------------------------------------------
 
 
-def test_a_probe_a_killed_write_check_left_is_removed_by_the_next_ship(tmp_path, web_parts):
+def test_a_probe_a_killed_write_check_left_is_removed_by_the_next_ship(tmp_path, web_parts,
+                                                                     capsys):  # fmt: skip
     run = write_run(tmp_path)
     code = (
         "import os, signal, sys\n"
@@ -182,6 +183,16 @@ def test_a_probe_a_killed_write_check_left_is_removed_by_the_next_ship(tmp_path,
     assert ship(run, "--target", "server") == 0
     assert not probe.exists()
     assert not [p for p in run.iterdir() if p.name.startswith(".toolkit-write-check.")]
+    # a ship with nothing to do (stages current) removes them too, in the run and in its
+    # bundle, where a probe is no file of the user's to keep
+    for folder in (run, run / "ship", run / "ship" / "web"):
+        folder.mkdir(exist_ok=True)
+        (folder / f".toolkit-write-check.{dead_pid()}.abcd1234").write_text("")
+    capsys.readouterr()
+    assert ship(run, "--target", "server") == 0
+    printed = capsys.readouterr().out
+    assert "are current: reused" in printed and "toolkit-write-check" not in printed
+    assert not [p for p in run.rglob(".toolkit-write-check.*")]
 
 
 # -- a full disk ---------------------------------------------------------------------------------

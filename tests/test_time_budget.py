@@ -18,10 +18,10 @@ from toolkit.common.durations import format_seconds, parse_duration
 from toolkit.common.errors import UsageError
 from toolkit.models import get_preset
 from toolkit.models.presets import PRESETS
-from toolkit.training.budget import plan_steps
+from toolkit.training.budget import Budget, plan_steps
 from toolkit.training.checkpoint import read_clock, save_state
 from toolkit.training.schedule import PlannedAdamW, PlannedWarmupCosine, WarmupCosine
-from toolkit.training.train import TrainOptions, _budget, resume_options, train
+from toolkit.training.train import TrainOptions, _budget, _jit, resume_options, train
 
 DATA = "shapes:600"
 
@@ -152,6 +152,18 @@ def test_a_resumed_timed_run_has_what_is_left_or_a_new_budget(tmp_path):
     assert (fresh.seconds, fresh.spent_before) == (900.0, 0.0)
 
 
+def test_a_timed_run_compiles_its_step_with_xla_unless_told_not_to(tmp_path):
+    """--jit's default: on for a timed run (the fastest step measured on the CPU), off for a
+    fixed-epoch one; --no-jit and --jit say otherwise."""
+    timed, fixed = Budget(900.0, 0.0, 0.0), None
+    assert (_jit(TrainOptions("shiftvit"), timed), _jit(TrainOptions("shiftvit"), fixed)) == (
+        True,
+        False,
+    )
+    assert not _jit(TrainOptions("shiftvit", jit=False), timed)
+    assert _jit(TrainOptions("shiftvit", jit=True), fixed)
+
+
 def test_every_timed_preset_names_its_budget_and_an_epoch_count_for_a_fixed_run():
     timed = {(m, p) for m, ps in PRESETS.items() for p in ps if ps[p][1].time_budget}
     assert {("shiftvit", "cpu60"), ("vit-lsa", "cpu15"), ("vit", "cpu60")} <= timed
@@ -165,12 +177,13 @@ def test_every_timed_preset_names_its_budget_and_an_epoch_count_for_a_fixed_run(
 @pytest.mark.slow
 def test_a_timed_run_ends_within_its_budget_with_its_schedule_ended(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(
-        ["train", "--model", "shiftvit", "--data", DATA, "--time", "45s", "--out", str(out)]
-    )
+    # --no-jit: the planner's arithmetic at a budget this short, not XLA's 10-20 s compile
+    argv = ["train", "--model", "shiftvit", "--data", DATA, "--time", "45s", "--no-jit"]
+    code = main([*argv, "--out", str(out)])
     printed = capsys.readouterr().out
     assert code == 0
     metrics = json.loads((out / "metrics.json").read_text())
+    assert json.loads((out / "config.json").read_text())["options"]["jit"] is False
     assert metrics["time_budget_seconds"] == 45.0
     assert metrics["wall_seconds"] <= 45.0, metrics
     assert metrics["wall_seconds"] >= 0.8 * 45.0, "the plan used the budget"

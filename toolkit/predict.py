@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from toolkit.common.argtypes import path_arg
 from toolkit.common.errors import UsageError
-from toolkit.runfiles import EXPORT_DIR, Manifest, find_manifest, has_config
+from toolkit.runfiles import EXPORT_DIR, MANIFEST_FILE, Manifest, find_manifest, has_config
 from toolkit.runfiles.classnames import class_names_of
+from toolkit.runfiles.folder import MODEL_FILE, open_run
 from toolkit.runfiles.hashes import check_unmodified, modified_files
 from toolkit.runtimes import RUNTIMES, TensorSpec, open_artifact
 from toolkit.runtimes.base import close_session, gives_probabilities
+from toolkit.runtimes.keras_runtime import KerasSession
 
 BATCH = 64  # images per run call, to bound memory on long file lists
+KERAS_SUFFIX = ".keras"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,14 +56,35 @@ def rewrite_command(folder: Path, manifest: Manifest | None, fmt: str) -> str:
 
 def check_recorded(artifact: Path, allow_modified: bool) -> None:
     """Refuse (or with allow_modified, warn of) an artifact changed after export: the model.json
-    beside it records another sha256 for it. Files no model.json lists are not checked; an
-    unreadable model.json beside the file is refused, as bench and verify refuse it."""
+    beside it records another sha256 for it, or does not record it at all (a file put in an
+    export folder by hand, or a model.json emptied). A file with no model.json beside it is not
+    checked; an unreadable model.json is refused, as bench and verify refuse it."""
     folder = artifact.parent
     manifest = find_manifest(folder, f"export again (`{rewrite_command(folder, None, 'all')}`)")
-    if manifest is None:
+    if manifest is None or artifact.suffix == KERAS_SUFFIX:  # a run's model.keras: check_run_model
         return
-    changed = modified_files(folder, manifest, manifest.formats_of(artifact.name))
+    formats = manifest.formats_of(artifact.name)
+    if not formats:
+        what = f"{artifact} is not among the files {MANIFEST_FILE} beside it records"
+        if not allow_modified:
+            raise UsageError(
+                f"{what}, so its sha256 cannot be checked: export it again "
+                f"(`{rewrite_command(folder, manifest, 'all')}`), or pass --allow-modified to "
+                "use it as it is"
+            )
+        print(f"toolkit: warning: {what}: using it as it is (--allow-modified)", file=sys.stderr)
+        return
+    changed = modified_files(folder, manifest, formats)
     check_unmodified(changed, allow_modified, lambda fmt: rewrite_command(folder, manifest, fmt))
+
+
+def check_run_model(artifact: Path, session: KerasSession) -> None:
+    """RUN/model.keras is run only when it is the model the run's config.json describes, as
+    `toolkit eval` and `toolkit export` require."""
+    if artifact.name == MODEL_FILE and has_config(artifact.parent):
+        from toolkit.runmodel import check_model
+
+        check_model(open_run(artifact.parent), session.model)
 
 
 def image_size(spec: TensorSpec, artifact: Path) -> int:
@@ -95,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
     check_recorded(args.artifact, args.allow_modified)
     session = open_artifact(args.artifact, args.runtime)
     try:
+        if args.artifact.suffix == KERAS_SUFFIX:
+            check_run_model(args.artifact, session)
         size = image_size(session.input, args.artifact)
         images = np.stack([load_image(path, size) for path in args.images])
         outputs = np.concatenate(

@@ -21,12 +21,11 @@ FRONT_LAYERS = {"rescale": "Rescaling", "normalize": "Normalization"}  # preproc
 
 def load_keras_model(path: Path) -> keras.Model:
     """Load a `.keras` file safely (no arbitrary code), with a one-line error when it's bad."""
-    try:
-        import keras  # only a stage that loads the model needs Keras and its backend
-
+    try:  # only a stage that loads the model needs Keras and its backend: imported quietly
         from toolkit.keras_setup import setup_keras
 
-        setup_keras()
+        setup_keras()  # before `import keras`, which would import TensorFlow with its log lines
+        import keras
     except ImportError as exc:
         raise UsageError(
             f"{path} needs Keras and a backend to load: pip install 'toolkit[tensorflow]' (or "

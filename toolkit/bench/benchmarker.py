@@ -4,12 +4,15 @@ size, MACs, achieved GMAC/s and the roofline attached to each row.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
+
+import numpy as np
 
 from toolkit.bench import roofline, web
 from toolkit.bench.machine import describe
@@ -155,6 +158,18 @@ def webgpu_rows(plan: Plan) -> list[dict]:
     ]  # fmt: skip
 
 
+def split_hash(images: np.ndarray, labels: np.ndarray) -> str:
+    """A short sha256 of a split's images and labels: what a cached top-1 was scored on."""
+    digest = hashlib.sha256(np.ascontiguousarray(images, np.float32).tobytes())
+    digest.update(np.ascontiguousarray(labels, np.int64).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def top1_key(spec: str | None, data_hash: str, file_sha256: str) -> str:
+    """bench_top1.json's key of a file's top-1 on data `spec` (None: the run's) of that hash."""
+    return f"{spec or 'run data'}:{data_hash}:{file_sha256}"
+
+
 class Top1s:
     """bench_top1.json: each file's top-1 by data spec, sha256 and source (web.top1_source),
     filled in as the bench computes them; the test split, loaded when a top-1 is missing."""
@@ -169,9 +184,23 @@ class Top1s:
         self.split = plan.test_split  # None: the run's own data, loaded when a top-1 is missing
 
     def key(self, artifact: Artifact, source: str) -> str:
-        """The cache key of `artifact`'s top-1 from `source` ("": the file's default runtime)."""
-        key = f"{self.plan.data_spec or 'run data'}:{sha256(artifact.path)}"
+        """The cache key of `artifact`'s top-1 from `source` ("": the file's default runtime):
+        the data's spec and content (a file rewritten at the same path is other data), the
+        file's sha256."""
+        key = top1_key(self.plan.data_spec, self.data_hash, sha256(artifact.path))
         return key + (f":{source}" if source else "")  # a web runtime's top-1 is its own
+
+    @cached_property
+    def data_hash(self) -> str:
+        """`split_hash` of the test split, loaded once ("unloaded" when it cannot be: no entry
+        matches, and `compute` says why)."""
+        from toolkit.bench.artifact_accuracy import test_split
+
+        try:
+            self.split = self.split or test_split(self.plan.run_dir, self.plan.data_spec)
+        except Exception:  # noqa: BLE001  (compute loads it again and reports the error)
+            return "unloaded"
+        return split_hash(*self.split)
 
     def compute(self, key: str, score: Callable[..., float]) -> str | None:
         """The cache's `key` set to `score(images, labels)` on the test split; no data or an

@@ -49,9 +49,11 @@ def _add_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", help="float32 (default), mixed_float16, mixed_bfloat16")
     p.add_argument(
         "--jit",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         default=None,
-        help="compile the train step (XLA on TF, torch.compile on torch; JAX always does)",
+        help="compile the train step (XLA on TF, torch.compile on torch; JAX always does); "
+        "default: on for a timed run (--time, cpu60, cpu15), whose accuracy is what fits in "
+        "the time, off for --epochs; --no-jit: off",
     )
     p.add_argument(
         "--device-data",

@@ -94,6 +94,14 @@ def check_writable_folder_above(target: Path, name: str, hint: str) -> None:
     os.unlink(probe)
 
 
+def remove_stale_probes_below(folder: Path) -> list[Path]:
+    """`remove_stale_probes` in `folder` and every folder under it (a bundle's web/, ...)."""
+    if not folder.is_dir():
+        return []
+    below = [d for d in folder.rglob("*") if d.is_dir() and not d.is_symlink()]
+    return [path for d in (folder, *below) for path in remove_stale_probes(d)]
+
+
 def remove_stale_probes(folder: Path) -> list[Path]:
     """Delete this user's write-check probes in `folder` that a killed check left: those of a
     process no longer alive (and those of the older, pid-less name over a minute old)."""

@@ -23,7 +23,7 @@ from toolkit.common.errors import UsageError
 from toolkit.data.images import load_image
 
 CACHE_ENV = "TOOLKIT_CACHE_DIR"
-VERSION = 1  # bump when decoding or resizing changes
+VERSION = 2  # bump when decoding or resizing changes (2: Exif Orientation applied)
 
 
 def cache_dir() -> Path:

@@ -6,9 +6,15 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 from toolkit.common.errors import UsageError
+
+
+def first_sentence(exc: Exception) -> str:
+    """The first sentence of an exception's message (Pillow's run on for several)."""
+    return str(exc).split(". ")[0].rstrip(".")
+
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
 _SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I;16N", "I")  # 16-bit gray: keep the high byte
@@ -16,12 +22,18 @@ _SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I;16N", "I")  # 16-bit gray: keep the
 
 def load_image(path: str | Path, size: int = 32) -> np.ndarray:
     """(size, size, 3) uint8 RGB: decoded (gray/RGBA/16-bit -> RGB, first frame of a GIF),
+    turned upright by its Exif Orientation (a phone photo's, as browsers and MediaPipe do),
     then a bilinear resize that averages over the footprint when shrinking (antialiased)."""
     path = Path(path)
     try:
         with open(path, "rb") as f, Image.open(f) as image:
             image.load()
-            rgb = _to_rgb(image)
+            rgb = _to_rgb(ImageOps.exif_transpose(image))
+    except Image.DecompressionBombError as e:  # Pillow's guard against huge pixel counts
+        raise UsageError(
+            f"cannot decode image {path}: {first_sentence(e)}; shrink it below "
+            f"{Image.MAX_IMAGE_PIXELS:,} pixels, or remove it"
+        ) from e
     except OSError as e:
         if isinstance(e, UnidentifiedImageError) or e.strerror is None:
             raise UsageError(

@@ -252,7 +252,7 @@ def readable_headers(paths: Sequence[Path], workers: int = STREAM_WORKERS) -> np
         try:
             with Image.open(path):
                 return True
-        except (OSError, ValueError, SyntaxError):
+        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
             return False
 
     with ThreadPoolExecutor(max_workers=workers) as pool:

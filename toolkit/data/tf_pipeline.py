@@ -212,14 +212,26 @@ def _decoder(x: FolderImages, labels: tf.Tensor) -> Callable[[tf.Tensor], tuple]
 
 def _plain_jpeg(content: tf.Tensor, size: int) -> tf.Tensor:
     """Whether file bytes `content` are a JPEG of size x size, 3 components, with its end
-    marker (a truncated file goes to Pillow, whose error names it)."""
+    marker (a truncated file goes to Pillow, whose error names it), and no Exif block: a JFIF
+    header (APP0) not followed by APP1. A photo's Exif may hold an Orientation, which only
+    Pillow applies (`load_image`), as browsers and MediaPipe do."""
 
     def plain() -> tf.Tensor:
         whole = tf.equal(tf.strings.substr(content, -2, 2), b"\xff\xd9")
         shape = tf.image.extract_jpeg_shape(content)
-        return whole & tf.reduce_all(tf.equal(shape, [size, size, 3]))
+        return whole & tf.reduce_all(tf.equal(shape, [size, size, 3])) & _no_exif(content)
 
     return tf.cond(tf.io.is_jpeg(content), plain, lambda: tf.constant(False))
+
+
+def _no_exif(content: tf.Tensor) -> tf.Tensor:
+    """Whether JPEG bytes start SOI, APP0 (JFIF) and the segment after APP0 is not APP1 (Exif):
+    how Pillow and most encoders write a JPEG without metadata; anything else goes to Pillow."""
+    jfif = tf.equal(tf.strings.substr(content, 2, 2), b"\xff\xe0")
+    head = tf.io.decode_raw(tf.strings.substr(content, 0, 6), tf.uint8)
+    length = tf.cast(head[-2], tf.int32) * 256 + tf.cast(head[-1], tf.int32)
+    after = tf.strings.substr(content, 4 + length, 2)
+    return jfif & tf.not_equal(after, b"\xff\xe1")
 
 
 def _tensors(x: np.ndarray, y: np.ndarray) -> tuple[tf.Tensor, tf.Tensor]:

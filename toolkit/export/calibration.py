@@ -44,7 +44,8 @@ def calibration_images(
 ) -> np.ndarray:
     """float32 0-255 (N, H, W, 3) train images of `spec` (default: the run's data), N by
     `calib_count` (`samples` None: not asked)."""
-    data, spec = run_dataset(run, spec)  # calibration uses no labels: other classes are fine
+    # calibration uses no labels: other classes are fine
+    data, spec = run_dataset(run, spec, "--calib-data")
     if tuple(data.image_shape) != tuple(input_shape):
         raise UsageError(
             f"calibration data {spec} has images of shape {data.image_shape} but the model "

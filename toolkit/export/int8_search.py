@@ -131,7 +131,7 @@ def check_budget(points: float) -> float:
 def validation_split(src: ExportSource) -> tuple[np.ndarray, np.ndarray]:
     """float32 images and labels of the validation split of the run's own data."""
 
-    return src.memo("validation_split", lambda: load_split(src.run, "val")[:2])
+    return src.memo("validation_split", lambda: load_split(src.run, "val", option=None)[:2])
 
 
 def _logits(run: Callable[[np.ndarray], np.ndarray], images: np.ndarray) -> np.ndarray:

@@ -239,6 +239,9 @@ def ship_run(
     opened = open_run(run)
     out = Path(out) if out is not None else opened.path / SHIP_DIR
     restore_interrupted(out.parent)  # before a dead ship's scratch folders are removed
+    # a killed write check's probes: no file of the user's, and gone where ship does no work
+    for folder in (opened.path, opened.export_dir, out):
+        atomic.remove_stale_probes_below(folder)
     check_out(out, names)
     if "web" in names:  # the web app copies its library's npm files: fetched before any work
         for package in web_packages():

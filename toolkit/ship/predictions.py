@@ -66,7 +66,7 @@ def predict(s: Shipment) -> Predictions:
 
     models = s.measurements.verify.models
     split, data = (models.split or "test", models.data) if models else ("test", None)
-    images, labels, spec = load_split(s.run, split, data)
+    images, labels, spec = load_split(s.run, split, data, option=None)
     reference, note = float_reference(s, images)
     files = {reference.file: reference}
     for pick in s.picks.values():

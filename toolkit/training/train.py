@@ -102,7 +102,10 @@ class TrainOptions:
     time: float | None = None  # seconds of wall clock the run may take (--time); not with epochs
     batch_size: int | None = None
     precision: str = "float32"
-    jit: bool = False  # compile the step: XLA on TF, torch.compile on torch; JAX always does
+    # compile the step: XLA on TF, torch.compile on torch; JAX always does. None: on for a timed
+    # run (its accuracy is what fits in the time; XLA was the fastest step measured on every
+    # CPU, records/train_throughput.jsonl), off for a fixed-epoch run; config.json records it
+    jit: bool | None = None
     strategy: str = "default"
     seed: int = 0
     author: str | None = None  # the exported files' metadata: who made the model
@@ -536,6 +539,7 @@ def _train(
         mode = options.device_data or "auto"
         on_device = use_device_data(mode, data.x_train, placement.replicas)
         options = replace(options, device_data="on" if on_device else "off")  # a resume keeps it
+        options = replace(options, jit=_jit(options, budget))
         if writer:
             _write_settings(out, options, preset, data, norm, distribution, resume)
         if resume:
@@ -646,6 +650,11 @@ def _callbacks(
     else:  # restores process 0's checkpoint on --resume, writes nothing
         callbacks = [StopOnDivergence(recipe.lr_max), Checkpoint(out / CHECKPOINT_DIR, write=False)]
     return callbacks + ([] if timer is None else [timer]) + recipe_callbacks(recipe)
+
+
+def _jit(options: TrainOptions, budget: Budget | None) -> bool:
+    """--jit as given, else on for a timed run and off for a fixed-epoch one."""
+    return options.jit if options.jit is not None else budget is not None
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ def test_images(run: Run, samples: int | None) -> tuple[np.ndarray, np.ndarray, 
     """The first `samples` (default all) test images of the run's data, float32 0-255."""
     if samples is not None and samples < 1:
         raise UsageError(f"--samples must be a positive integer, got {samples}")
-    images, labels, spec = load_split(run, "test")
+    images, labels, spec = load_split(run, "test", option=None)
     return images[:samples], labels[:samples], spec
 
 
