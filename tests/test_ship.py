@@ -30,7 +30,7 @@ from toolkit.common.errors import UsageError
 from toolkit.common.versions import versions
 from toolkit.formats import FORMATS
 from toolkit.runfiles.folder import Run, open_run
-from toolkit.runtimes import RUNTIMES
+from toolkit.runtimes import RUNTIMES, VERIFIED_RUNTIMES
 from toolkit.runtimes.web.libraries import LIBRARIES
 from toolkit.runtimes.web.npm import TASKS_VISION
 from toolkit.ship import bundle, serve
@@ -42,7 +42,14 @@ from toolkit.ship.picks import DEFAULT_MAX_DROP, Pick, choose
 from toolkit.ship.readme import bundle_readme
 from toolkit.ship.serve import ISOLATION_HEADERS
 from toolkit.ship.shipment import Shipment
-from toolkit.ship.stages import NO_ROOFLINE, StagePlan, plan_stages, run_stages, runtimes_here
+from toolkit.ship.stages import (
+    NO_ROOFLINE,
+    NO_TOP1,
+    StagePlan,
+    plan_stages,
+    run_stages,
+    runtimes_here,
+)
 from toolkit.ship.targets import EXCLUDED, PROVIDERS, TARGETS
 
 DATE = "2026-11-27T06:00:00+00:00"
@@ -185,6 +192,7 @@ def records(table: dict = TABLE, model_sha: str = "m" * 64) -> tuple[dict, dict,
             else:
                 rows.append(row | {"status": "ok", "p50_ms": p50})
     rows += web_rows(table)
+    cells += web_cells(cells)
     manifest = {
         "source_model_sha256": model_sha,
         "model": "shiftvit",
@@ -220,6 +228,17 @@ def records(table: dict = TABLE, model_sha: str = "m" * 64) -> tuple[dict, dict,
         "rows": rows,
     }
     return bench, verify, manifest
+
+
+def web_cells(cells: list[dict]) -> list[dict]:
+    """verify.json's browser cells: each file its web runtimes rank, scored in the browser as
+    natively (verify runs web-litert and web-ort; web-mediapipe's rank takes the LiteRT cell)."""
+    return [
+        {**cell, "runtime": runtime}
+        for cell in cells
+        for runtime in WEB_TABLE.get(cell["format"], {})
+        if runtime in VERIFIED_RUNTIMES
+    ]
 
 
 def web_rows(table: dict) -> list[dict]:
@@ -536,6 +555,24 @@ def test_verify_runs_again_when_verify_json_does_not_describe_the_files(
     assert why in plan.reasons[0]
 
 
+def test_verify_runs_on_the_runtimes_that_rank_a_file_where_verify_json_lacks_them(tmp_path):
+    """After `toolkit verify RUN --runtime web-litert,web-ort --models-only`, android and ios
+    rank the .tflite files on LiteRT, which no cell scored: ship verifies again, on every
+    runtime that ranks a shipped file (and those verify.json had), not only the default ones."""
+    run = write_run(tmp_path)
+
+    def browser_cells_only(v: dict) -> None:
+        v["models"]["cells"] = [c for c in v["models"]["cells"] if c["runtime"].startswith("web")]
+
+    edit_json(run / "verify.json", browser_cells_only)
+    plan = plan_stages(open_run(run), ["web", "android"])
+    assert plan.verify and not plan.export and not plan.bench_formats
+    (reason,) = plan.reasons  # the first file android ranks natively
+    assert reason == "verify: verify.json did not score model.onnx on ort-cpu"
+    assert {"litert", "ort-cpu"} <= set(plan.verify_runtimes)  # android ranks .ort on ORT CPU
+    assert set(runtimes_here(["web"])) & set(VERIFIED_RUNTIMES) <= set(plan.verify_runtimes)
+
+
 def _old_rows(b: dict) -> None:
     for row in b["rows"]:
         row.pop("sha256")
@@ -607,14 +644,15 @@ def test_a_ship_reads_each_json_file_of_the_run_once(tmp_path, web_parts, monkey
 
 
 def test_ship_benches_through_bench_run_without_the_roofline(tmp_path, monkeypatch):
-    """The bench stage is `toolkit.bench.bench_run` with the planned rows at batch 1 and the
-    roofline left out (its reason recorded), not a copy of bench_run's body."""
+    """The bench stage is `toolkit.bench.bench_run` with the planned rows at batch 1, the
+    roofline and the top-1 left out (their reasons recorded: verify.json scores every file on
+    its ranking runtimes), not a copy of bench_run's body."""
     import toolkit.bench
 
     run = open_run(write_run(tmp_path))
     calls: list = []
     monkeypatch.setattr(toolkit.bench, "bench_run", lambda options, **kw: calls.append(options))
-    plan = StagePlan((), False, ("tflite", "tflite-int8"), ("litert",), ())
+    plan = StagePlan((), False, (), ("tflite", "tflite-int8"), ("litert",), ())
     run_stages(run, plan, 0.5, lambda line: None)
     (options,) = calls
     assert (options.run, options.format, options.runtime) == (
@@ -623,6 +661,7 @@ def test_ship_benches_through_bench_run_without_the_roofline(tmp_path, monkeypat
         "litert",
     )
     assert (options.batch, options.seconds, options.no_roofline) == ("1", 0.5, NO_ROOFLINE)
+    assert options.no_top1 == NO_TOP1
 
 
 @pytest.mark.slow
@@ -934,7 +973,9 @@ def test_the_card_body_holds_each_files_figures(tmp_path):
         for runtime, p50 in TABLE[p.format][1].items():  # every runtime bench.json timed it on
             figure = f"{p50:.3f} ms" if isinstance(p50, float) else p50
             assert f"{runtime} {figure}" in section
-        assert f"pass on {FORMATS[p.format].runtime} {FORMATS[p.format].runtime}-version" in section
+        checked = p.runtime if p.runtime in VERIFIED_RUNTIMES else FORMATS[p.format].runtime
+        version = f" {checked}-version" if checked == FORMATS[p.format].runtime else ""
+        assert f"pass on {checked}{version} (" in section  # the cell of the runtime it ranks on
         assert (
             "min_cosine 0.98" in section and f"precision {FORMATS[p.format].precision}" in section
         )

@@ -74,6 +74,7 @@ class BenchOptions:
     segments: int | None = None  # --interleaved only
     calls: int | None = None  # --interleaved only
     no_roofline: str | None = None  # a run folder's bench without the roofline, for this reason
+    no_top1: str | None = None  # a run folder's bench without top-1 (ship has verify's), why
 
     def __post_init__(self) -> None:
         """Sequences of names or sizes as the comma lists the command line gives."""
@@ -220,7 +221,7 @@ def make_plan(args: BenchOptions) -> Plan:
         model=folder.model,
         preset=folder.preset,
         kind=folder.kind,
-        no_top1=None if run is not None else NO_TOP1,
+        no_top1=args.no_top1 if run is not None else NO_TOP1,
         no_macs=args.no_roofline if run is not None else (NO_ROOFLINE if export_macs else NO_MACS),
         web_threads=args.threads,
         web_protocol=_web_protocol(args, protocol),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,11 +11,12 @@ from toolkit.common import atomic
 from toolkit.common.errors import UsageError
 from toolkit.export import export_run
 from toolkit.runfiles import (
-    BENCH_FILE,
     CONFIG_FILE,
     MANIFEST_FILE,
     VERIFY_FILE,
+    bench_path,
     config_path,
+    find_verify,
     manifest_path,
 )
 from toolkit.runfiles.folder import HISTORY_FILE, LABELS_FILE, METRICS_FILE, MODEL_FILE
@@ -43,11 +43,11 @@ def progress(run_dir: Path) -> str:
     bench), DONE (benchmarked); a folder that is no run is a UsageError."""
     if not run_dir.exists() or (run_dir.is_dir() and not any(run_dir.iterdir())):
         return NEW
-    if not run_dir.is_dir() or not (run_dir / CONFIG_FILE).is_file():
+    if not run_dir.is_dir() or not config_path(run_dir).is_file():
         raise UsageError(f"{run_dir} already exists and is no demo run: pass another --out")
     if not ((run_dir / MODEL_FILE).is_file() and (run_dir / METRICS_FILE).is_file()):
         return TRAINING
-    return DONE if (run_dir / BENCH_FILE).is_file() else TRAINED
+    return DONE if bench_path(run_dir).is_file() else TRAINED
 
 
 def run_demo(
@@ -73,9 +73,9 @@ def run_demo(
     passed = True
     for model in DEMO_MODELS:
         run_dir = root / model
-        if stages[model] == DONE:
-            report = verify_report(run_dir)
-            passed = passed and report is not None and bool(report.get("passed"))
+        if stages[model] == DONE:  # what its verify said, as saved
+            report = find_verify(run_dir)
+            passed = passed and report is not None and bool(report.passed)
             continue
         if stages[model] == NEW:
             print(f"== {model}: training the tiny preset on {data}", flush=True)
@@ -86,14 +86,6 @@ def run_demo(
             train(TrainOptions(model=model), out=run_dir, resume=True)
         passed = _after_training(model, run_dir) and passed
     return root, passed
-
-
-def verify_report(run_dir: Path) -> dict | None:
-    """RUN/verify.json as an earlier demo saved it, None when missing or unreadable."""
-    try:
-        return json.loads((run_dir / VERIFY_FILE).read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _after_training(model: str, run_dir: Path) -> bool:

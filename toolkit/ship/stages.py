@@ -47,6 +47,10 @@ NO_ROOFLINE = (
     "toolkit ship times the rows its targets are ranked by, without the roofline: "
     "`toolkit bench RUN` measures it"
 )
+NO_TOP1 = (
+    "toolkit ship takes each file's top-1 from verify.json, which scored every file on every "
+    "runtime that ranks it: `toolkit bench RUN` scores them here too"
+)
 BENCH_PACKAGES = ("onnxruntime", "litert")  # toolkit.common.versions keys whose change re-benches
 
 
@@ -56,6 +60,7 @@ class StagePlan:
 
     export: tuple[str, ...]  # formats to export (missing or stale), in FORMATS order
     verify: bool
+    verify_runtimes: tuple[str, ...]  # what verify runs on when it runs (`verify_runtimes`)
     bench_formats: tuple[str, ...]  # formats to bench (empty: bench.json is reused)
     bench_runtimes: tuple[str, ...]
     reasons: tuple[str, ...]  # one line per stage that runs, saying why
@@ -111,8 +116,39 @@ def export_problem(run: Run, manifest: Manifest, fmt: str, model_sha: str) -> st
     return None
 
 
-def verify_problem(run: Run, m: Measurements, formats: list[str]) -> str | None:
-    """Why verify.json does not describe the files of `formats` (exported, current), or None."""
+def verified_pairs(formats: list[str], runtimes: list[str]) -> list[tuple[str, str]]:
+    """(format, verified runtime) pairs whose top-1 ranks a file: each ranking runtime that
+    opens the format's file, where verify runs it, else the format's own runtime (a .tflite's
+    MediaPipe rank takes its LiteRT cell, as picks.verify_cell does)."""
+    from toolkit.runtimes import VERIFIED_RUNTIMES
+
+    pairs: list[tuple[str, str]] = []
+    for fmt in formats:
+        for runtime in runtimes:
+            if opens(runtime, FORMATS[fmt].filename):
+                checked = runtime if runtime in VERIFIED_RUNTIMES else FORMATS[fmt].runtime
+                if checked in VERIFIED_RUNTIMES and (fmt, checked) not in pairs:
+                    pairs.append((fmt, checked))
+    return pairs
+
+
+def verify_runtimes(m: Measurements, formats: list[str], runtimes: list[str]) -> tuple[str, ...]:
+    """What ship's verify runs on: every runtime of `verified_pairs`, and those verify.json
+    already scored on that run here (a new verify.json replaces it), in VERIFIED_RUNTIMES order."""
+    from toolkit.runtimes import DEFAULT_VERIFIED, VERIFIED_RUNTIMES
+
+    wanted = {runtime for _, runtime in verified_pairs(formats, runtimes)}
+    if m.verify.models is not None:
+        earlier = {c.runtime for c in m.verify.models.cells if c.top1 is not None}
+        wanted |= {r for r in earlier if VERIFIED_RUNTIMES[r].unavailable() is None}
+    return tuple(r for r in VERIFIED_RUNTIMES if r in wanted) or DEFAULT_VERIFIED
+
+
+def verify_problem(
+    run: Run, m: Measurements, formats: list[str], runtimes: list[str] = ()
+) -> str | None:
+    """Why verify.json does not describe the files of `formats` (exported, current) on every
+    runtime of `runtimes` that ranks them (`verified_pairs`), or None."""
     models = m.verify.models
     if models is None or not models.cells:
         return f"{VERIFY_FILE} has no model level" if m.verify.raw else f"no {VERIFY_FILE}"
@@ -126,6 +162,9 @@ def verify_problem(run: Run, m: Measurements, formats: list[str]) -> str | None:
         fresh = parity.get("sha256") == entry.sha256 and parity.get("verified") == m.verify.date
         if not fresh or fmt not in scored:
             return f"{VERIFY_FILE} does not cover {entry.file} as exported"
+    for fmt, runtime in verified_pairs(formats, list(runtimes)):
+        if models.scored_cell(fmt, runtime) is None:
+            return f"{VERIFY_FILE} did not score {m.manifest.artifacts[fmt].file} on {runtime}"
     return None
 
 
@@ -192,7 +231,7 @@ def plan_stages(run: Run, targets: list[str], m: Measurements | None = None) -> 
         if problem:
             export.append(fmt)
             reasons.append(f"export {fmt}: {problem}")
-    verify_why = "files are exported now" if export else verify_problem(run, m, formats)
+    verify_why = "files are exported now" if export else verify_problem(run, m, formats, runtimes)
     if verify_why:
         reasons.append(f"verify: {verify_why}")
     bench_why = "files are exported now" if export else bench_problem(run, m, formats, runtimes)
@@ -202,6 +241,7 @@ def plan_stages(run: Run, targets: list[str], m: Measurements | None = None) -> 
     return StagePlan(
         export=tuple(export),
         verify=bool(verify_why),
+        verify_runtimes=verify_runtimes(m, formats, runtimes) if verify_why else (),
         bench_formats=tuple(bench) if bench_why else (),
         bench_runtimes=tuple(runtimes) if bench_why else (),
         reasons=tuple(reasons),
@@ -238,7 +278,7 @@ def run_stages(
         from toolkit.verify import save_report, verify_run  # TensorFlow set up first
         from toolkit.verify.saving import manifest_writable
 
-        report = verify_run(run.path, level="models")
+        report = verify_run(run.path, level="models", runtimes=plan.verify_runtimes)
         save_report(run.path, report, verify_path(run.path), manifest_writable(run.path))
         if not report["passed"]:
             say(f"verify: {len(report['failures'])} file(s) failed; they are not shipped")
@@ -253,6 +293,7 @@ def run_stages(
                 batch="1",
                 seconds=bench_seconds,
                 no_roofline=NO_ROOFLINE,
+                no_top1=NO_TOP1,
             )
         )
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from pathlib import Path
+
+from toolkit.runtimes.base import RuntimeUnavailable
 
 CHROMIUM_ENV = "CHROMIUM"
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
@@ -34,6 +37,28 @@ def browser_unavailable() -> str | None:
     return None
 
 
+_BROWSER_ERR = re.compile(r"^\[pid=\d+\]\[err\] (.+)$")
+_EXIT = re.compile(r"<process did exit: exitCode=(\w+), signal=(\w+)>")
+
+
+def launch_failure(error: str, path: Path) -> str:
+    """One line from Playwright's launch error: how the browser at `path` ended and the first of
+    its own stderr lines (else Playwright's first line), and the way out."""
+    lines = [line.strip().removeprefix("- ") for line in error.splitlines()]
+    said = [m.group(1) for line in lines if (m := _BROWSER_ERR.match(line))]
+    ended = next((m for line in lines if (m := _EXIT.search(line))), None)
+    how = ""
+    if ended is not None:
+        code, signal = ended.groups()
+        how = f"killed by {signal}" if signal != "null" else f"exit code {code}"
+    reason = "; ".join(part for part in (how, said[0] if said else "") if part)
+    reason = reason or (lines[0] if lines else "no reason given")
+    return (
+        f"Chromium at {path} did not start ({reason[:300]}): check that it runs "
+        f"(`{path} --headless --version`), or set {CHROMIUM_ENV} to a Chromium that does"
+    )
+
+
 class Chromium:
     """A headless Chromium launched through Playwright's sync API; `close()` ends both."""
 
@@ -45,9 +70,9 @@ class Chromium:
             self.browser = self._playwright.chromium.launch(
                 executable_path=str(chromium_path()), timeout=LAUNCH_TIMEOUT_MS
             )
-        except Exception:
+        except Exception as exc:  # the browser's fault, never the model's: unavailable here
             self._playwright.stop()
-            raise
+            raise RuntimeUnavailable(launch_failure(str(exc), chromium_path())) from exc
         self.version = f"Chromium {self.browser.version}"
 
     def close(self) -> None:
