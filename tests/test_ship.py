@@ -117,8 +117,15 @@ EXPECTED = {
 SHIPPED = {b: EXPECTED[b] | {"web": WEB_EXPECTED[b][0]} for b in EXPECTED}
 
 
+# bytes per weight of each format's stand-in file, as the real files scale (a tie goes to the
+# smaller file): float32 4, float16 2, int8 weights 1
+WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "int8": 1}
+
+
 def file_bytes(fmt: str) -> bytes:
-    return f"stand-in bytes of {fmt}".encode()
+    """The stand-in file of `fmt`: its name, then 10 x bytes-per-weight of padding."""
+    weight = 1 if "int8" in fmt or "dynamic" in fmt else WEIGHT_BYTES[FORMATS[fmt].precision]
+    return f"stand-in bytes of {fmt}".encode() + b"w" * (10 * weight)
 
 
 def digest(data: bytes) -> str:
@@ -707,7 +714,7 @@ def test_ship_writes_the_bundle_of_a_current_run(tmp_path, web_parts, capsys):
     # the report and the web app: called on the folder that became the bundle, with the picks
     (report, web) = web_parts.calls
     assert report[0] == "report" and report[2] == run and set(report[3]) == set(TARGETS)
-    assert {t: asdict(p) for t, p in report[3].items()} == shipped_picks
+    assert json.loads(json.dumps({t: asdict(p) for t, p in report[3].items()})) == shipped_picks
     assert web[0] == "web" and web[3] == report[3]["web"] and web[1] == report[1]
     assert not report[1].exists()  # the scratch folder, renamed to --out
     assert "Stand-in web notes" in (out / README_FILE).read_text()
@@ -1130,3 +1137,55 @@ def test_ship_end_to_end_on_a_tiny_run(tiny_run, monkeypatch, capsys):
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [picks["server"].file, "labels.txt", "model.json", CARD_FILE, README_FILE, "report.html"]
     )
+
+
+# -- ties: rows timed minutes apart are not a ranking -------------------------------------------
+
+
+def _litert_table(p50s: dict[str, float]) -> dict:
+    """TABLE with the .tflite files' LiteRT p50s replaced."""
+    return {
+        fmt: (top1, {**times, "litert": p50s[fmt]} if fmt in p50s else times)
+        for fmt, (top1, times) in TABLE.items()
+    }
+
+
+# the same cpu60 run shipped twice (issue 70): fp32 fastest by 7% on a quiet hour, dynamic by 8%
+# on a busy one; four files within 10% each time
+QUIET = {"tflite": 0.297, "tflite-fp16": 0.319, "tflite-dynamic": 0.320, "tflite-int8": 0.325,
+         "tflite-int8-float-io": 0.33}  # fmt: skip
+BUSY = {"tflite": 0.498, "tflite-fp16": 0.47, "tflite-dynamic": 0.459, "tflite-int8": 0.49,
+        "tflite-int8-float-io": 0.5}  # fmt: skip
+
+
+def test_files_within_the_tie_margin_go_to_the_smaller_file_on_every_ship(tmp_path):
+    """A quiet and a busy ship ranked the same files in two orders: both pick the smallest of
+    those within TIE_MARGIN of the fastest (the int8 file), and the card says it was a tie,
+    with what, and the pick's speed-up over the float file with its rounds' range."""
+    picks = {
+        name: choose(measurements(_litert_table(p50s)), ["android"], 2.0)["android"]
+        for name, p50s in (("quiet", QUIET), ("busy", BUSY))
+    }
+    assert {name: p.format for name, p in picks.items()} == {
+        "quiet": "tflite-int8",
+        "busy": "tflite-int8",
+    }
+    quiet = picks["quiet"]
+    assert quiet.fastest_p50_ms == 0.297 and quiet.tied_with[0] == "model_fp32.tflite on litert"
+    assert len(quiet.tied_with) == 3  # the float-io file, 11% slower, is not tied
+    run = open_run(write_run(tmp_path, _litert_table(QUIET)))
+    text = model_card(shipment(run, read_measurements(run.path), ["android"], 2.0))
+    assert "- **A tie** (android): its p50 is within 10% of the fastest (0.297 ms)" in text
+    assert f"- **Speed-up** (android, litert): {0.297 / 0.325:.2f}x the float " in text
+
+
+def test_a_file_faster_by_more_than_the_margin_wins_whatever_its_size():
+    """Outside the margin the fastest file wins: int8 at 0.2 ms against fp32 at 0.3."""
+    fast = {**QUIET, "tflite-int8": 0.2, "tflite-dynamic": 0.5, "tflite-int8-float-io": 0.5}
+    slow_small = {**QUIET, "tflite": 0.2, "tflite-int8": 0.3, "tflite-fp16": 0.5}
+    slow_small |= {"tflite-dynamic": 0.5, "tflite-int8-float-io": 0.5}
+    assert choose(measurements(_litert_table(fast)), ["android"], 2.0)["android"].format == (
+        "tflite-int8"
+    )
+    pick = choose(measurements(_litert_table(slow_small)), ["android"], 2.0)["android"]
+    assert (pick.format, pick.tied_with) == ("tflite", ())

@@ -18,7 +18,14 @@ from toolkit.formats import FORMATS
 from toolkit.runfiles import ArtifactEntry, Manifest
 from toolkit.runfiles.folder import LABELS_FILE
 from toolkit.ship.measurements import Measurements
-from toolkit.ship.picks import Pick, candidates, verify_cell, within
+from toolkit.ship.picks import (
+    TIE_MARGIN,
+    Pick,
+    candidates,
+    speedup_over_float,
+    verify_cell,
+    within,
+)
 from toolkit.ship.shipment import Shipment
 from toolkit.ship.targets import PROVIDERS, TARGETS
 from toolkit.ship.webpick import runtime_label, web_choice
@@ -273,6 +280,7 @@ def file_section(m: Measurements, file: str, picks: list[Pick]) -> list[str]:
         f"- **Top-1** (test split): {percent(pick.top1)}, {change(pick)} from the float model "
         f"({percent(pick.float_top1)}){agreement}",
         f"- **Latency** (p50, batch 1): {latency_text(m, pick.format, ranked_by)}",
+        *[line for p in picks for line in choice_lines(m, p)],
         f"- **Parity**: {parity_text(m, pick)}",
         *contract_lines(m.manifest, entry),
     ]
@@ -281,6 +289,25 @@ def file_section(m: Measurements, file: str, picks: list[Pick]) -> list[str]:
         code = snippet.render(**snippet_fields(m.manifest, entry, p)).rstrip("\n")
         lines += ["", f"Embed ({p.target}):", "", f"```{snippet.language}", code, "```"]
     return lines + [""]
+
+
+def choice_lines(m: Measurements, p: Pick) -> list[str]:
+    """Why `p` won for its target: its speed-up over the float file on the same runtime (with
+    the range its rows' rounds allow), and, when it won a tie, with what and by which rule."""
+    lines = []
+    up = speedup_over_float(m, p, TARGETS[p.target].backend)
+    if up is not None:
+        lines.append(
+            f"- **Speed-up** ({p.target}, {p.runtime}): {up.ratio:.2f}x the float "
+            f"`{up.float_file}` at p50 (the rows' rounds: {up.low:.2f}-{up.high:.2f}x)"
+        )
+    if p.tied_with:
+        lines.append(
+            f"- **A tie** ({p.target}): its p50 is within {TIE_MARGIN:.0%} of the fastest "
+            f"({ms(p.fastest_p50_ms or p.p50_ms)}), as is {'; '.join(p.tied_with)}: the "
+            "smaller file wins a tie (then the higher agreement with the float model)"
+        )
+    return lines
 
 
 def candidate_rows(s: Shipment) -> list[str]:
@@ -357,7 +384,9 @@ def body(s: Shipment) -> list[str]:
         "",
         f"For each target, among the files its runtime loads (web: every file in every "
         f"browser library that loads it), the lowest p50 at batch 1 whose top-1 is within "
-        f"{max_drop:g} points of the float model's; a file beyond that is never shipped.",
+        f"{max_drop:g} points of the float model's; a file beyond that is never shipped. "
+        f"Files within {TIE_MARGIN:.0%} of the lowest p50 are tied (rows timed minutes apart "
+        "move by that much), and the smaller file wins a tie, then the higher agreement.",
         "",
         *candidate_rows(s),
         "",

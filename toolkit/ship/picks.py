@@ -9,6 +9,11 @@ Top-1 and its agreement with the float model are verify.json's model cells (ever
 the Keras model on the run's test split); bench.json's top-1 of a row stands in only for a file
 verify.json has no cell for (then without agreement). The budget is in points of top-1:
 drop = (float top-1 - file top-1) x 100, and a file whose drop exceeds it is never picked.
+
+Among the files within the budget, those whose p50 is within TIE_MARGIN of the fastest are tied
+(rows timed minutes apart move by that much: the same cpu60 run shipped twice ranked four
+.tflite files within 10% in two orders), and the tie goes to what serves an app: the smaller
+file, then the higher agreement with the float model, then the lower p50.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from toolkit.ship.targets import TARGETS, Target
 BUDGET_SLACK = 1e-9
 PASSED = "pass"  # verify's status of a cell within its tolerance
 DEFAULT_MAX_DROP = 1.0  # top-1 points: `toolkit ship`'s default budget
+TIE_MARGIN = 0.10  # p50s this much above the fastest's are tied with it
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,8 @@ class Pick:
     threads: int | None = None  # the threads of the bench row that ranked it, where recorded
     measured_top1: float | None = None  # that row's own top-1 (the browser's, for a web row)
     stand_in: str | None = None  # why the figures are not the target's own runtime's, if not
+    tied_with: tuple[str, ...] = ()  # "file on runtime" of the candidates it tied with
+    fastest_p50_ms: float | None = None  # the fastest tied candidate's p50, when it tied
 
     @property
     def drop_points(self) -> float:
@@ -224,9 +232,64 @@ def within(pick: Pick, max_drop: float) -> bool:
 
 
 def fastest(picks: list[Pick]) -> Pick:
-    """The lowest p50; ties to the smaller file, then to FORMATS order, then by runtime."""
+    """The pick among `picks` (all within the budget): those within TIE_MARGIN of the lowest
+    p50 are tied; of them the smaller file, then the higher agreement, then the lower p50 (then
+    FORMATS order and the runtime, so that equal figures always give one pick). A pick that won
+    a tie names the others (`tied_with`) and the fastest p50 among them."""
     order = list(FORMATS)
-    return min(picks, key=lambda p: (p.p50_ms, p.size_bytes, order.index(p.format), p.runtime))
+    best = min(p.p50_ms for p in picks)
+    tied = [p for p in picks if p.p50_ms <= best * (1 + TIE_MARGIN)]
+    winner = min(
+        tied,
+        key=lambda p: (
+            p.size_bytes,
+            -(p.agreement if p.agreement is not None else -1.0),
+            p.p50_ms,
+            order.index(p.format),
+            p.runtime,
+        ),
+    )
+    others = tuple(f"{p.file} on {p.runtime}" for p in sorted(tied, key=lambda p: p.p50_ms)
+                   if p is not winner)  # fmt: skip
+    return replace(winner, tied_with=others, fastest_p50_ms=best if others else None)
+
+
+@dataclass(frozen=True)
+class SpeedUp:
+    """A pick's speed against the float file on the same runtime: p50 over p50, and the range
+    the rows' per-round p50s allow (the slowest float round over the fastest pick round, and the
+    other way round)."""
+
+    float_file: str
+    ratio: float
+    low: float
+    high: float
+
+
+def speedup_over_float(m: Measurements, pick: Pick, backend: str | None = None) -> SpeedUp | None:
+    """`pick`'s SpeedUp over the first float32 format (FORMATS order) its runtime opens, from
+    the rows that ranked them; None when the pick is that file or a row is missing."""
+    floats = [
+        f for f, fmt in FORMATS.items() if fmt.precision == "fp32" and f in m.manifest.artifacts
+    ]
+    base = next((f for f in floats if opens(pick.runtime, FORMATS[f].filename)), None)
+    if base is None or base == pick.format:
+        return None
+    ours, theirs = (
+        ok_rows(m, pick.format, pick.runtime, backend),
+        ok_rows(m, base, pick.runtime, backend),
+    )
+    if not ours or not theirs:
+        return None
+    mine, other = ours[0], theirs[0]
+    mine_rounds = mine.raw.get("round_p50_ms") or [mine.p50_ms]
+    other_rounds = other.raw.get("round_p50_ms") or [other.p50_ms]
+    return SpeedUp(
+        float_file=m.manifest.artifacts[base].file or FORMATS[base].filename,
+        ratio=float(other.p50_ms) / float(mine.p50_ms),
+        low=min(other_rounds) / max(mine_rounds),
+        high=max(other_rounds) / min(mine_rounds),
+    )
 
 
 def _points(drop: float) -> str:
