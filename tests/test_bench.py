@@ -18,8 +18,7 @@ from blockers import blocker_code
 from tiny_runs import BENCH_FORMATS as FORMATS
 from tiny_runs import DATA, copy_tiny_run
 
-from toolkit.bench import benchmarker, interleaved, roofline
-from toolkit.bench.artifact_accuracy import test_split, top1
+from toolkit.bench import artifact_accuracy, benchmarker, interleaved, roofline
 from toolkit.bench.bench_tables import roofline_lines, terminal_table
 from toolkit.bench.benchmarker import split_hash, top1_key
 from toolkit.bench.machine import last_level_cache_bytes
@@ -456,7 +455,7 @@ def test_failed_artifact_keeps_the_table_and_accuracy_is_cached(run_dir, tmp_pat
     run = copy_tiny_run(run_dir, tmp_path / "run")
     (run / "export" / "model_fp32.tflite").write_bytes(b"not a flatbuffer" * 8)
     onnx = run / "export" / "model.onnx"
-    key = top1_key(None, split_hash(*test_split(run)), sha256(onnx))
+    key = top1_key(None, split_hash(*artifact_accuracy.test_split(run)), sha256(onnx))
     (run / BENCH_TOP1_FILE).write_text(json.dumps({key: {"top1": 0.125}}))
     argv = ["bench", str(run), "--runtime", "litert,ort-cpu", "--formats", "tflite,onnx"]
     argv += ["--allow-modified"]  # model.json records the exported file's sha256
@@ -856,7 +855,7 @@ def test_a_cached_top1_is_keyed_on_the_datas_content_not_its_path(run_dir, tmp_p
     shuffled, bench still said the old top-1. The key holds the split's hash: new data, new
     score, the file's top-1 on the data as it is now."""
     run = copy_tiny_run(run_dir, tmp_path / "run")
-    images, labels = test_split(run)
+    images, labels = artifact_accuracy.test_split(run)
     data = tmp_path / "data.npz"
     names = np.array((run / "labels.txt").read_text().split("\n")[:-1])
     np.savez(data, x=images.astype(np.uint8), y=labels, class_names=names)
@@ -867,5 +866,6 @@ def test_a_cached_top1_is_keyed_on_the_datas_content_not_its_path(run_dir, tmp_p
     assert main([*argv, *SHORT]) == 0
     (row,) = json.loads((run / "bench.json").read_text())["rows"]
     onnx = run / "export" / "model.onnx"
-    assert row["top1"] == pytest.approx(top1(onnx, *test_split(run, f"npz:{data}")))
+    now = artifact_accuracy.test_split(run, f"npz:{data}")
+    assert row["top1"] == pytest.approx(artifact_accuracy.top1(onnx, *now))
     assert len(json.loads((run / BENCH_TOP1_FILE).read_text())) == 2  # one per data

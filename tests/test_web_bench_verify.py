@@ -12,6 +12,7 @@ import pytest
 from tiny_runs import copy_tiny_run
 
 from toolkit.bench import artifact_accuracy, web
+from toolkit.bench.benchmarker import split_hash, top1_key
 from toolkit.cli.main import main
 from toolkit.runfiles.folder import BENCH_TOP1_FILE, VERIFY_FILE
 from toolkit.runfiles.hashes import sha256
@@ -38,7 +39,8 @@ def test_web_rows_at_one_and_most_threads_top1_in_the_browser(run, monkeypatch):
     Python top-1 from the cache; the library and Chromium versions in bench.md; one browser
     started for the whole bench (rows, top-1 and the WebGPU check: `one_browser`)."""
     path = run / "export" / "model_fp32.tflite"
-    cached = {f"run data:{sha256(path)}": {"top1": 0.125, "samples": 30}}  # the file's own
+    key = top1_key(None, split_hash(*artifact_accuracy.test_split(run)), sha256(path))
+    cached = {key: {"top1": 0.125, "samples": 30}}  # the file's own
     (run / BENCH_TOP1_FILE).write_text(json.dumps(cached))
     starts = []
     launch = Chromium.__init__
@@ -60,7 +62,7 @@ def test_web_rows_at_one_and_most_threads_top1_in_the_browser(run, monkeypatch):
         assert row["status"] == "ok" and row["runs"] >= 1 and row["p50_ms"] > 0
         assert row["top1"] == browser != 0.125 and row["roofline_fraction"] is None
     cache = json.loads((run / BENCH_TOP1_FILE).read_text())
-    assert cache[f"run data:{sha256(path)}:web-litert"]["top1"] == browser
+    assert cache[f"{key}:web-litert"]["top1"] == browser
     gpu = rows["webgpu", None]
     assert gpu["status"] == "unavailable" and "p50_ms" not in gpu and "top1" not in gpu
     assert gpu["reason"] == (webgpu_unavailable() or web.WEBGPU_NOT_TIMED)
