@@ -117,30 +117,30 @@ def export_problem(run: Run, manifest: Manifest, fmt: str, model_sha: str) -> st
 
 
 def verified_pairs(formats: list[str], runtimes: list[str]) -> list[tuple[str, str]]:
-    """(format, verified runtime) pairs whose top-1 ranks a file: each ranking runtime that
-    opens the format's file, where verify runs it, else the format's own runtime (a .tflite's
-    MediaPipe rank takes its LiteRT cell, as picks.verify_cell does)."""
-    from toolkit.runtimes import VERIFIED_RUNTIMES
+    """(format, runtime) pairs verify.json must have scored for the picks: each native ranking
+    runtime that opens the format's file and that verify runs; a browser or MediaPipe rank
+    takes the format's own runtime's cell (picks.verify_cell: the same file, whose wasm
+    kernels `toolkit verify --runtime web-litert,web-ort` checks on demand), so that ship never
+    scores the test split in a browser."""
+    from toolkit.runtimes import RUNTIMES, VERIFIED_RUNTIMES
 
     pairs: list[tuple[str, str]] = []
     for fmt in formats:
         for runtime in runtimes:
             if opens(runtime, FORMATS[fmt].filename):
-                checked = runtime if runtime in VERIFIED_RUNTIMES else FORMATS[fmt].runtime
+                native = runtime in VERIFIED_RUNTIMES and RUNTIMES[runtime].by_default
+                checked = runtime if native else FORMATS[fmt].runtime
                 if checked in VERIFIED_RUNTIMES and (fmt, checked) not in pairs:
                     pairs.append((fmt, checked))
     return pairs
 
 
-def verify_runtimes(m: Measurements, formats: list[str], runtimes: list[str]) -> tuple[str, ...]:
-    """What ship's verify runs on: every runtime of `verified_pairs`, and those verify.json
-    already scored on that run here (a new verify.json replaces it), in VERIFIED_RUNTIMES order."""
+def verify_runtimes(formats: list[str], runtimes: list[str]) -> tuple[str, ...]:
+    """What ship's verify runs on: the runtimes of `verified_pairs`, in VERIFIED_RUNTIMES
+    order (the default ones where no pair needs any)."""
     from toolkit.runtimes import DEFAULT_VERIFIED, VERIFIED_RUNTIMES
 
     wanted = {runtime for _, runtime in verified_pairs(formats, runtimes)}
-    if m.verify.models is not None:
-        earlier = {c.runtime for c in m.verify.models.cells if c.top1 is not None}
-        wanted |= {r for r in earlier if VERIFIED_RUNTIMES[r].unavailable() is None}
     return tuple(r for r in VERIFIED_RUNTIMES if r in wanted) or DEFAULT_VERIFIED
 
 
@@ -241,7 +241,7 @@ def plan_stages(run: Run, targets: list[str], m: Measurements | None = None) -> 
     return StagePlan(
         export=tuple(export),
         verify=bool(verify_why),
-        verify_runtimes=verify_runtimes(m, formats, runtimes) if verify_why else (),
+        verify_runtimes=verify_runtimes(formats, runtimes) if verify_why else (),
         bench_formats=tuple(bench) if bench_why else (),
         bench_runtimes=tuple(runtimes) if bench_why else (),
         reasons=tuple(reasons),
