@@ -48,6 +48,7 @@ FIGURES = {  # the keys a row of each kind carries besides its provenance
     "kernel_profile": ("model", "preset", "format", "symbols"),
     "op_profile": ("model", "preset", "format", "threads", "total_ms", "op_types"),
     "ort_cuda": ("model", "preset", "format", "rows", "cuda_vs_cpu"),
+    "ort_mobile_cost": ("model", "preset", "threads", "segments", "calls", "rows"),
     "product_threads": ("threads", "products"),
     "recipe_ablation": ("model", "preset", "epochs", "rows"),
     "step_profile": ("model", "preset", "images_per_s", "kind_ms"),
@@ -217,6 +218,16 @@ def _interleaved(row: dict) -> str:
     if row.get("ort_fp32_over_litert_fp32"):
         parts.append(f"ORT/LiteRT fp32 latency {row['ort_fp32_over_litert_fp32']:.2f}x")
     return ", ".join(parts)
+
+
+def _ort_mobile_cost(row: dict) -> str:
+    """model.onnx's speed over each file on ORT's CPU provider (the .ort and its causes)."""
+    return ", ".join(
+        f"{r['format']} {r['p50_ms']:.3f} ms"
+        if r["format"] == "onnx"
+        else f"{r['format']} {r['vs_fp32']:.2f}x"
+        for r in row["rows"]
+    )
 
 
 def _accuracy(row: dict) -> str:
@@ -451,6 +462,7 @@ SUMMARY: dict[str, Callable[[dict], str]] = {
     "kernel_profile": _kernel_profile,
     "op_profile": _op_profile,
     "ort_cuda": _ort_cuda,
+    "ort_mobile_cost": _ort_mobile_cost,
     "product_threads": _product_threads,
     "recipe_ablation": _recipe_ablation,
     "step_profile": _step_profile,

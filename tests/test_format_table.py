@@ -45,6 +45,7 @@ def test_every_row_holds_every_fact(name):
     assert isinstance(f.int8_attribution, bool)
     assert f.batch is None or (isinstance(f.batch, int) and f.batch >= 1)
     assert f.no_layer_level is None or f.no_layer_level.strip()
+    assert f.cpu_note is None or (f.cpu_note.strip() and "\n" not in f.cpu_note)
     if f.int8_attribution:  # the debugger re-quantizes with the TFLite int8 converter
         assert f.precision == "int8" and f.runtime == "litert"
     # --max-accuracy-drop is taken exactly by the formats with a search space, of their runtime

@@ -1189,3 +1189,18 @@ def test_a_file_faster_by_more_than_the_margin_wins_whatever_its_size():
     )
     pick = choose(measurements(_litert_table(slow_small)), ["android"], 2.0)["android"]
     assert (pick.format, pick.tied_with) == ("tflite", ())
+
+
+def test_a_format_with_a_cpu_note_says_it_in_the_card_and_in_bench_md(tmp_path):
+    """The .ort runs slower on a CPU than model.onnx (built for NNAPI/CoreML): the card's
+    section of a shipped .ort and bench's notes say so, from its FORMATS row."""
+    from toolkit.bench.bench_tables import format_notes
+
+    run = open_run(write_run(tmp_path))
+    m = read_measurements(run.path)
+    picks = choose(m, ["android"], 0.0)
+    assert picks["android"].format == "onnx-mobile"
+    text = model_card(shipment(run, m, ["android"], 0.0))
+    assert f"- **On a CPU**: {FORMATS['onnx-mobile'].cpu_note}" in text
+    notes = format_notes({"rows": [r.raw for r in m.bench.rows]})
+    assert notes == [f"model.ort: {FORMATS['onnx-mobile'].cpu_note}"]

@@ -55,6 +55,8 @@ class Format:
     batch: int | None = None  # the one batch size the file takes (None: any; bench times only it)
     companions: tuple[str, ...] = ()  # files export writes beside it, for the app build
     no_layer_level: str | None = None  # why `toolkit verify --layers` cannot read its tensors
+    # what the file costs on a CPU and why, said wherever it is timed or shipped (bench, card)
+    cpu_note: str | None = None
 
 
 FORMATS: dict[str, Format] = {
@@ -155,6 +157,12 @@ FORMATS: dict[str, Format] = {
             companions=("model.required_operators.config",),
             no_layer_level="an .ort file's tensors cannot be made graph outputs: verify --layers "
             "reads the .onnx files; the .ort is verified at the model level",
+            cpu_note="built for NNAPI and CoreML, not for ORT's CPU provider: LayerNorm, GELU "
+            "and Pad are spelled in ops those providers take, and it is saved at ORT's basic "
+            "optimisation level (the extended one fuses into com.microsoft ops no mobile "
+            "provider takes), so on a CPU it runs several times slower than model.onnx "
+            "(`python -m studies.ort_mobile_cost RUN` measures by how much); an app runs on the "
+            "CPU whatever NNAPI or CoreML does not take",
         ),
     )
 }

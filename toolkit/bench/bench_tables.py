@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from toolkit.bench import web
 from toolkit.bench.machine import cpu_text
+from toolkit.formats import FORMATS
 
 MB = 1 << 20
 
@@ -78,8 +79,19 @@ def terminal_table(result: dict) -> str:
 
     out = [line(headers), line(["-" * w for w in widths]), *(line(c) for c in body)]
     out += [""] + roofline_lines(result) if result["roofline"]["peaks"] else []
-    out += [f"  {text}" for text in (*not_measured(result), *reasons(result["rows"]))]
+    notes = (*not_measured(result), *format_notes(result), *reasons(result["rows"]))
+    out += [f"  {text}" for text in notes]
     return "\n".join(out)
+
+
+def format_notes(result: dict) -> list[str]:
+    """What a timed format costs on a CPU and why, as its FORMATS row says (the .ort)."""
+    formats = dict.fromkeys(row["format"] for row in result["rows"] if row["status"] == "ok")
+    return [
+        f"{FORMATS[f].filename}: {FORMATS[f].cpu_note}"
+        for f in formats
+        if f in FORMATS and FORMATS[f].cpu_note
+    ]
 
 
 def not_measured(result: dict) -> list[str]:
@@ -212,6 +224,7 @@ def markdown(result: dict) -> str:
         *web_lines(result["rows"]),
         *([f"- top-1 not computed: {data['error']}"] if data.get("error") else []),
         *(f"- {line}" for line in not_measured(result)),
+        *(f"- {line}" for line in format_notes(result)),
         "",
     ]
     headers = list(COLUMNS)

@@ -282,6 +282,7 @@ def file_section(m: Measurements, file: str, picks: list[Pick]) -> list[str]:
         f"- **Latency** (p50, batch 1): {latency_text(m, pick.format, ranked_by)}",
         *[line for p in picks for line in choice_lines(m, p)],
         f"- **Parity**: {parity_text(m, pick)}",
+        *([f"- **On a CPU**: {fmt.cpu_note}"] if fmt.cpu_note else []),
         *contract_lines(m.manifest, entry),
     ]
     for p in picks:
