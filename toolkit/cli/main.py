@@ -404,6 +404,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             check_needs(name)
             entry.add_arguments(p)
             parser.long_options = p.long_options  # the chosen command's, for typo hints
+            parser.chosen = p  # its empty values are refused (`check_no_empty`)
     return parser
 
 
@@ -432,6 +433,8 @@ def main(argv: list[str] | None = None) -> int:
         args, unknown = parser.parse_known_args(argv)
         if unknown:  # name the sub-command's help, whose options the user was typing
             raise UsageError(_unknown_arguments(parser.long_options, args.command, unknown))
+        if (chosen := getattr(parser, "chosen", None)) is not None:
+            chosen.check_no_empty(args)
         if COMMANDS[args.command].keras_backend:  # after parsing, so --help works without it
             from toolkit.common.backend import require_backend
             from toolkit.keras_setup import setup_keras

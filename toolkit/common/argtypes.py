@@ -21,12 +21,27 @@ class OneLineParser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs) -> None:
         self.long_options: list[str] = []  # before argparse's own add_argument("--help")
+        self.flags: dict[str, str] = {}  # an option's dest -> its first spelling
         super().__init__(*args, **kwargs)
 
     def add_argument(self, *names: str, **kwargs) -> argparse.Action:
         """argparse's add_argument, recording the `--long` spellings."""
         self.long_options += [n for n in names if n.startswith("--")]
-        return super().add_argument(*names, **kwargs)
+        action = super().add_argument(*names, **kwargs)
+        if action.option_strings:
+            self.flags.setdefault(action.dest, action.option_strings[0])
+        return action
+
+    def check_no_empty(self, args: argparse.Namespace) -> None:
+        """The one rule for an empty value, whatever the option (`--runtime ''`, `--data=`):
+        refused in one line, never taken as the default. Leaving the option out gives that."""
+        for dest, flag in self.flags.items():
+            value = getattr(args, dest, None)
+            if isinstance(value, str) and not value.strip():
+                raise UsageError(
+                    f"{flag} is empty: leave {flag} out for its default, or give it a value "
+                    f"(see `{self.prog} --help`)"
+                )
 
     def error(self, message: str):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
