@@ -4,6 +4,9 @@
 by hand, so they may import TensorFlow, the exporters and each other freely:
 
     python -m studies.train_throughput   # training images/s: toolkit vs a keras.io port
+    python -m studies.train_throughput --preset cpu60 --precisions float32,mixed_bfloat16
+        # the cpu60 step: TF with and without XLA, JAX, bf16 (what timed runs default to)
+    python -m studies.ort_mobile_cost RUN   # the .ort on ORT's CPU provider, and why
     python -m studies.compare A/bench.json B/bench.json   # repeatability, row by row
     python -m studies.op_profile RUN/export/model_int8.onnx   # time per op type
     python -m studies.jpeg_gap score RUN --originals SAMPLE.npz   # what JPEG q75 costs
