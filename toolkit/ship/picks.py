@@ -58,6 +58,10 @@ class Pick:
     tied_with: tuple[str, ...] = ()  # "file on runtime" of the candidates it tied with
     fastest_p50_ms: float | None = None  # the fastest tied candidate's p50, when it tied
 
+    def __post_init__(self) -> None:
+        """A pick read back from a bundle's model.json (a JSON list) equals the one made."""
+        object.__setattr__(self, "tied_with", tuple(self.tied_with))
+
     @property
     def drop_points(self) -> float:
         """Top-1 points lost against the float model (negative: the file scores higher)."""
