@@ -36,6 +36,9 @@ class TrainRecipe:
     repeat_augment: int = 1  # each image N times an epoch, differently augmented (1: off)
     # CutMix's Beta alpha: "uniform" from U(0, cutmix) (Keras), "fixed" = cutmix (mixing.py)
     cutmix_alpha: str = field(default="uniform", metadata={"choices": tuple(CUTMIX_ALPHAS)})
+    # progressive resizing (START, UNTIL): START pixels at the first step, rising to the
+    # model's own resolution at the fraction UNTIL of the steps (toolkit.training.resolution)
+    progressive_resize: tuple[int, float] | None = None
     # seconds of wall clock the run may take (`toolkit train --time`; --epochs instead of it
     # trains `epochs`): the schedule is planned to end within them (toolkit.training.budget)
     time_budget: float | None = None
@@ -119,6 +122,7 @@ def check_recipe(recipe: TrainRecipe) -> None:
             f"ema {recipe.ema} must be between 0 and 1 (the moving average's momentum): "
             "pass --recipe ema=0.999, say, or ema=none (off)"
         )
+    _check_progressive(recipe)
     aug = recipe.augmentation
     if not 0.0 <= aug.erasing <= 1.0 or aug.rotation < 0 or not 0 <= aug.zoom < 1:
         raise UsageError(
@@ -138,4 +142,25 @@ def check_recipe(recipe: TrainRecipe) -> None:
             f"pad_crop {aug.pad_crop} with crop_resize {aug.crop_resize}: pad_crop is the pixels "
             "of zero padding per side before a random crop (0: off), and one crop at a time: "
             "pass --recipe crop_resize=none,pad_crop=4, say"
+        )
+
+
+def _check_progressive(recipe: TrainRecipe) -> None:
+    """UsageError for a progressive_resize that cannot train: a resolution of 8 or more, a
+    fraction above 0 to 1, and nothing that ends each phase's fit as the run's end (the moving
+    average swapped in, early stopping)."""
+    if recipe.progressive_resize is None:
+        return
+    start, until = recipe.progressive_resize
+    if start < 8 or not 0.0 < until <= 1.0:
+        raise UsageError(
+            f"progressive_resize {start}:{until} is START:UNTIL, START pixels (8 or more) "
+            "rising to the model's resolution at the fraction UNTIL (above 0, 1 at most) of the "
+            "steps: pass --recipe progressive_resize=16:0.5, say"
+        )
+    if recipe.ema is not None or recipe.early_stopping_patience:
+        raise UsageError(
+            "progressive_resize trains each resolution in its own fit, which would swap in the "
+            "weights' average or stop early at each change: pass --recipe ema=none,"
+            "early_stopping_patience=none, or progressive_resize=none"
         )

@@ -10,7 +10,7 @@ import numpy as np
 
 from toolkit.common.errors import UsageError
 from toolkit.models.presets import Preset
-from toolkit.models.shiftvit import build_shiftvit
+from toolkit.models.shiftvit import at_resolution, build_shiftvit
 from toolkit.models.vit import build_vit
 
 
@@ -21,11 +21,14 @@ class ModelEntry:
     build: Callable[..., keras.Model]
     preprocessing: str  # "rescale": x / 255; "normalize": (x - mean) / std of the train split
     description: str
+    # (model, size) -> the model training at size x size with the same weights; None where a
+    # weight depends on the resolution (a position embedding): no progressive resizing
+    at_resolution: Callable[[keras.Model, int], keras.Model] | None = None
 
 
 MODELS: dict[str, ModelEntry] = {
     "shiftvit": ModelEntry(
-        build_shiftvit, "rescale", "ShiftViT: partial channel shift, no attention"
+        build_shiftvit, "rescale", "ShiftViT: partial channel shift, no attention", at_resolution
     ),
     "vit-lsa": ModelEntry(build_vit, "normalize", "ViT with Shifted Patch Tokenization + LSA"),
     "vit": ModelEntry(build_vit, "normalize", "vanilla ViT (ablation baseline of vit-lsa)"),

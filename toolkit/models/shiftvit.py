@@ -66,3 +66,25 @@ def build_shiftvit(
     x = layers.GlobalAveragePooling2D(name="pool")(x)
     outputs = layers.Dense(num_classes, dtype="float32", name="logits")(x)
     return keras.Model(inputs, outputs, name="shiftvit")
+
+
+def at_resolution(model: keras.Model, size: int) -> keras.Model:
+    """`model` (built by `build_shiftvit`) training at `size` x `size`: the same layers and
+    weights behind a resize to `size` (in place of the model's own resize, if any). A shift
+    block has no position embedding, so its weights hold at any resolution (progressive
+    resizing, toolkit.training.resolution). Bilinear: XLA compiles no antialiasing."""
+    resize = layers.Resizing(size, size, name=f"resize_{size}")
+
+    def call(layer: layers.Layer, *args, **kwargs):
+        if layer.name == "resize":  # the model's own resize to its image size: ours instead
+            return args[0]
+        outputs = layer(*args, **kwargs)
+        return resize(outputs, training=False) if layer.name == "rescale" else outputs
+
+    inputs = keras.Input(model.input_shape[1:], name="image")
+    return keras.models.clone_model(
+        model,
+        input_tensors=inputs,
+        clone_function=lambda layer: layer,  # shared, not copied: one set of weights
+        call_function=call,
+    )

@@ -19,6 +19,7 @@ import numpy as np
 
 from toolkit.common.durations import format_seconds
 from toolkit.common.errors import UsageError
+from toolkit.training.resolution import ResolutionRamp, pace_of, plan_ramp_steps
 
 SAVE_SECONDS = 3.0  # model.keras, the history plot and metrics.json (~1 s for a 1 M model)
 MARGIN = 0.01  # of the budget, kept for what was not measured (a slower minute at the end)
@@ -110,7 +111,9 @@ class TimeBudget(keras.callbacks.Callback):
 
     `steps_per_epoch` and `val_batches`/`test_batches` (the validation's and final test's
     batches) size the estimates; place it after the callbacks that write at an epoch's end
-    (history, checkpoint) so their seconds are measured too."""
+    (history, checkpoint) so their seconds are measured too. With a `ramp` (progressive
+    resizing) it plans each phase at its resolution's pace: the trainer sets `resolution`
+    before each fit, and each resolution's pace is measured apart."""
 
     def __init__(
         self,
@@ -119,16 +122,19 @@ class TimeBudget(keras.callbacks.Callback):
         val_batches: int,
         test_batches: int,
         verbose: bool = True,
+        ramp: ResolutionRamp | None = None,
     ) -> None:
         super().__init__()
+        self.ramp = ramp
+        self.resolution = 0 if ramp is None else ramp.full  # what the coming epochs train at
+        self.paces: dict[int, list[float]] = {}  # a step's seconds in recent epochs, by resolution
         self.budget = budget
         self.steps_per_epoch = steps_per_epoch
         self.val_batches = max(val_batches, 1)
         self.test_batches = max(test_batches, 1)
         self.verbose = verbose
         self.first_step_seconds: float | None = None  # the first step: compiling it included
-        self.step_seconds: float | None = None
-        self.epoch_steps_seconds: list[float] = []  # a step's seconds in each recent epoch
+        self.step_seconds: float | None = None  # at the resolution training now
         self.epoch_end_seconds: float | None = None
         self.first_epoch_end: float | None = None  # with the validation's compiling
         self.planned = 0
@@ -143,6 +149,10 @@ class TimeBudget(keras.callbacks.Callback):
         optimizer = self._optimizer()
         self.step = int(keras.ops.convert_to_numpy(optimizer.iterations))  # a resume's steps
         self.planned = int(round(float(keras.ops.convert_to_numpy(optimizer.plan.value))))
+        if self.first_step_seconds is not None:  # a later phase's fit (progressive resizing)
+            if self.paces:  # the new resolution's pace: measured, else scaled from one that was
+                self.step_seconds = pace_of(self._measured(), self.resolution)
+            return
         self.budget.mark("starting fit")
         if self.budget.left() <= self.reserve():
             raise self.budget.too_short(self.reserve(), "setup")
@@ -191,8 +201,9 @@ class TimeBudget(keras.callbacks.Callback):
         # the pace of the last epochs: a busy minute moves the plan (and the schedule) less; a
         # machine that stays slower moves it within SMOOTH epochs, and the budget's own check
         # at every step stops a run that falls behind all the same
-        self.epoch_steps_seconds = [*self.epoch_steps_seconds[1 - SMOOTH :], step_seconds]
-        self.step_seconds = float(np.mean(self.epoch_steps_seconds))
+        recent = self.paces.get(self.resolution, [])
+        self.paces[self.resolution] = [*recent[1 - SMOOTH :], step_seconds]
+        self.step_seconds = self._measured()[self.resolution]
         if self.first_epoch_end is None:  # compiling the validation included
             self.first_epoch_end = epoch_end
         self.epoch_end_seconds = epoch_end
@@ -234,17 +245,32 @@ class TimeBudget(keras.callbacks.Callback):
         test = self._forward_batch() * self.test_batches + self._eval_compile()
         return pending + test + SAVE_SECONDS + MARGIN * self.budget.seconds
 
+    def _measured(self) -> dict[int, float]:
+        """A step's seconds by resolution: the mean of its last SMOOTH epochs."""
+        return {res: float(np.mean(seconds)) for res, seconds in self.paces.items()}
+
     def _replan(self, step_seconds: float) -> None:
         self.step_seconds = step_seconds
         position = (self.step - self.epoch_first_step) % self.steps_per_epoch
-        more = plan_steps(
-            self.budget.left() - self.reserve(),
-            step_seconds,
-            self.epoch_end(),
-            self.steps_per_epoch,
-            position,
-        )
-        planned = max(self.step + more, 1)
+        seconds = self.budget.left() - self.reserve()
+        if self.ramp is None:
+            more = plan_steps(
+                seconds, step_seconds, self.epoch_end(), self.steps_per_epoch, position
+            )
+            planned = max(self.step + more, 1)
+        else:  # each phase at its pace; a phase to come compiles its step and validation
+            measured = {**self._measured(), self.resolution: step_seconds}
+            planned = plan_ramp_steps(
+                seconds,
+                self.ramp,
+                measured,
+                self.epoch_end(),
+                self.steps_per_epoch,
+                self.step,
+                position,
+                switch_seconds=(self.first_step_seconds or 0.0) + self._eval_compile(),
+            )
+            planned = max(planned, self.step, 1)
         if planned == self.planned:
             return
         self.planned = planned
@@ -254,8 +280,9 @@ class TimeBudget(keras.callbacks.Callback):
         numbers = {k: v for k, v in logs.items() if isinstance(v, (int, float, np.floating))}
         shown = " - ".join(f"{key} {value:.4f}" for key, value in numbers.items())
         total = max(self.planned, self.step)
+        at = "" if self.ramp is None else f" at {self.resolution}px"
         print(
-            f"epoch {epoch + 1} (step {self.step} of {total} planned, "
+            f"epoch {epoch + 1}{at} (step {self.step} of {total} planned, "
             f"{format_seconds(self.budget.elapsed())} of {format_seconds(self.budget.seconds)})"
             f" - {seconds:.0f}s - {shown}",
             flush=True,

@@ -69,13 +69,21 @@ from toolkit.runfiles.folder import (
     labels_text,
 )
 from toolkit.training.budget import Budget, BudgetTooShort, TimeBudget
-from toolkit.training.checkpoint import Checkpoint, HistoryLog, epochs_done, read_clock
+from toolkit.training.checkpoint import (
+    Checkpoint,
+    HistoryLog,
+    epochs_done,
+    load_state,
+    read_clock,
+)
 from toolkit.training.cluster import MULTI_PROCESS, Cluster, barrier, connect, fingerprint
 from toolkit.training.device_data import MODES as DEVICE_DATA_MODES
 from toolkit.training.device_data import IndexBatches, device_trainer, use_device_data
 from toolkit.training.divergence import StopOnDivergence
 from toolkit.training.history_plot import plot_history
 from toolkit.training.losses import HardAccuracy, HardTopKAccuracy, SmoothedCrossentropy
+from toolkit.training.progressive import fit_in_phases
+from toolkit.training.resolution import ResolutionRamp, ramp_of
 from toolkit.training.schedule import (
     LearningRateLog,
     PlannedAdamW,
@@ -205,13 +213,20 @@ def mixing(recipe: TrainRecipe, num_classes: int = 0) -> Mixing:
     return Mixing(recipe.mixup, recipe.cutmix, recipe.mix_prob, num_classes, recipe.cutmix_alpha)
 
 
-def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit: bool) -> None:
+def compile_model(
+    model: keras.Model,
+    preset: Preset,
+    steps_per_epoch: int,
+    jit: bool,
+    optimizer: keras.optimizers.Optimizer | None = None,
+) -> None:
     """Compile `model` as `toolkit train` does (studies/train_throughput times it too):
     AdamW on the warmup-cosine schedule of the preset's recipe (with a moving average of the
     weights when `ema`), sparse CE (SmoothedCrossentropy with label smoothing), top-1 and top-5
     (weighted by the batches' sample weights, so padding copies weighted 0 are not counted).
     A timed recipe's schedule runs on a plan of steps the optimizer holds (PlannedAdamW), first
-    its `epochs`, then what `TimeBudget` measures fits the budget."""
+    its `epochs`, then what `TimeBudget` measures fits the budget. `optimizer`: one another
+    model sharing these weights trains with (progressive resizing), its state carried on."""
     recipe = preset.train
     total = steps_per_epoch * recipe.epochs
     optimizer_class = keras.optimizers.AdamW
@@ -236,12 +251,13 @@ def compile_model(model: keras.Model, preset: Preset, steps_per_epoch: int, jit:
         loss = SmoothedCrossentropy(recipe.label_smoothing)
     if mixing(recipe).active:  # soft training labels: scored by their largest class
         accuracy, top5 = HardAccuracy, HardTopKAccuracy
-    optimizer = optimizer_class(
-        learning_rate=schedule,
-        weight_decay=recipe.weight_decay,
-        use_ema=recipe.ema is not None,  # fit ends with the averages in the weights
-        ema_momentum=0.99 if recipe.ema is None else recipe.ema,
-    )
+    if optimizer is None:
+        optimizer = optimizer_class(
+            learning_rate=schedule,
+            weight_decay=recipe.weight_decay,
+            use_ema=recipe.ema is not None,  # fit ends with the averages in the weights
+            ema_momentum=0.99 if recipe.ema is None else recipe.ema,
+        )
     model.compile(
         optimizer=optimizer,
         loss=loss,
@@ -550,15 +566,16 @@ def _train(
             else:
                 train_data, model, fit_model = host_fed(preset, data, norm, options.seed)
             compile_model(fit_model, preset, len(train_data), options.jit)
+        ramp = _ramp(preset, model, on_device)
         timer = None
         if budget is not None:
             budget.mark("model")
             batches = [-(-len(y) // batch) for y in (data.y_val, data.y_test)]
-            timer = TimeBudget(budget, len(train_data), *batches, verbose=writer)
+            timer = TimeBudget(budget, len(train_data), *batches, verbose=writer, ramp=ramp)
         callbacks = _callbacks(out, preset.train, writer, timer)
-        # a streamed folder that changes stops here, before the model and metrics are written
-        with placement.scope(), stream_errors(data.x_train, data.x_val, data.x_test):
-            fit_model.fit(
+
+        def fit(trained: keras.Model, callbacks: list) -> None:
+            trained.fit(
                 train_data,
                 validation_data=eval_dataset(data.x_val, data.y_val, batch),
                 # a timed run stops at its planned step (TimeBudget), which prints its epochs
@@ -567,6 +584,17 @@ def _train(
                 shuffle=False,  # the pipeline shuffles, seeded
                 verbose=2 if writer and timer is None else 0,
             )
+
+        # a streamed folder that changes stops here, before the model and metrics are written
+        with placement.scope(), stream_errors(data.x_train, data.x_val, data.x_test):
+            if ramp is None:
+                fit(fit_model, callbacks)
+            else:
+                if resume:  # the step the ramp is at
+                    load_state(out / CHECKPOINT_DIR, fit_model)
+                phases = _PhaseModels(preset, data, model, fit_model, options, len(train_data))
+                fixed = len(train_data) * preset.train.epochs
+                fit_in_phases(fit, phases.at, ramp, callbacks, fixed)
             if placement.processes > 1:  # predictions span every process: metrics instead
                 test = evaluate_compiled(fit_model, data.x_test, data.y_test, batch)
             else:
@@ -583,6 +611,67 @@ def _train(
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
     return out
+
+
+def _ramp(preset: Preset, model: keras.Model, on_device: bool) -> ResolutionRamp | None:
+    """The recipe's progressive resizing to the model's resolution (None: none); UsageError
+    where the model or the data path cannot train at another resolution."""
+    progressive = preset.train.progressive_resize
+    if progressive is None:
+        return None
+    full = int(preset.arch.image_size)
+    if MODELS[preset.model].at_resolution is None:
+        able = [name for name, entry in MODELS.items() if entry.at_resolution is not None]
+        raise UsageError(
+            f"progressive_resize needs weights that hold at any resolution; {preset.model}'s "
+            f"position embedding does not: train {', '.join(able)} with it, or pass --recipe "
+            "progressive_resize=none"
+        )
+    if not progressive[0] < full:
+        raise UsageError(
+            f"progressive_resize starts at {progressive[0]} pixels, not below the model's "
+            f"{full}: pass --recipe progressive_resize={full // 2}:0.5, say"
+        )
+    if on_device:
+        raise UsageError(
+            "progressive_resize trains from the host pipeline (the device-resident split is "
+            "one model's): pass --device-data off"
+        )
+    return ramp_of(progressive, full)
+
+
+class _PhaseModels:
+    """What fit trains at each resolution of a progressive run, built and compiled once each:
+    the model's layers behind a resize, augmented as `fit_model` is, on its optimizer."""
+
+    def __init__(
+        self,
+        preset: Preset,
+        data: Dataset,
+        model: keras.Model,
+        fit_model: keras.Model,
+        options: TrainOptions,
+        steps_per_epoch: int,
+    ) -> None:
+        self.preset, self.data, self.model, self.options = preset, data, model, options
+        self.steps_per_epoch = steps_per_epoch
+        self.models = {int(preset.arch.image_size): fit_model}
+
+    def at(self, resolution: int) -> keras.Model:
+        if resolution not in self.models:
+            recipe, seed = self.preset.train, self.options.seed
+            body = MODELS[self.preset.model].at_resolution(self.model, resolution)
+            trained = training_model(
+                body,
+                recipe.augmentation,
+                seed,
+                x=self.data.x_train,
+                rand_augment=recipe.rand_augment,
+            )
+            optimizer = self.models[int(self.preset.arch.image_size)].optimizer
+            compile_model(trained, self.preset, self.steps_per_epoch, self.options.jit, optimizer)
+            self.models[resolution] = trained
+        return self.models[resolution]
 
 
 def _load(options: TrainOptions, preset: Preset, budget: Budget | None) -> Dataset:
