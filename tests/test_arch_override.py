@@ -10,7 +10,8 @@ from toolkit.models.architectures import ARCH_CLASSES, ViTArch, check_arch
 from toolkit.models.overrides import arch_keys, parse_arch
 from toolkit.models.presets import PRESETS, get_preset
 from toolkit.ops import LocalitySelfAttention
-from toolkit.training.train import TrainOptions, train
+from toolkit.training.options import TrainOptions
+from toolkit.training.train import train
 
 
 def test_every_model_has_its_architecture_class():

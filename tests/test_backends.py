@@ -219,7 +219,8 @@ def test_jax_mirrored_strategy_trains_on_two_cpu_devices_in_bfloat16(tmp_path):
         import keras, numpy as np
         from toolkit.data.array_pipeline import replicas
         from toolkit.training.strategies import make_placement
-        from toolkit.training.train import TrainOptions, train
+        from toolkit.training.options import TrainOptions
+        from toolkit.training.train import train
         placement = make_placement("mirrored")
         with placement.scope():
             print("replicas", placement.replicas, replicas())

@@ -24,7 +24,8 @@ from toolkit.data.shapes import CLASS_NAMES as SHAPES_CLASSES
 from toolkit.models import build_model, get_preset
 from toolkit.training import train as train_module
 from toolkit.training.checkpoint import Checkpoint, epochs_done
-from toolkit.training.train import TrainOptions, train
+from toolkit.training.options import TrainOptions
+from toolkit.training.train import train
 
 DATA = "shapes:200"
 

@@ -32,7 +32,7 @@ from toolkit.training.device_data import (
     stored,
     use_device_data,
 )
-from toolkit.training.train import resume_options
+from toolkit.training.options import resume_options
 
 
 def _draws(which: int, batch: int, seed: int = 0) -> MixDraws:

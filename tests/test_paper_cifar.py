@@ -39,7 +39,8 @@ from toolkit.models.architectures import ViTArch
 from toolkit.models.paper_figures import PAPER_FIGURES
 from toolkit.models.presets import SMALL_IMAGES, workload
 from toolkit.models.recipes import TrainRecipe
-from toolkit.training.train import TrainOptions, train
+from toolkit.training.options import TrainOptions
+from toolkit.training.train import train
 
 TESTS = Path(__file__).resolve().parent
 FIXTURE = TESTS / "data" / "spt_lsa_small.npz"
@@ -322,7 +323,8 @@ def test_presets_train_on_jax_without_tensorflow(tmp_path):
     """A few steps of vit-lsa and shiftvit on JAX (JAX_MODELS), TensorFlow unimportable, with
     the whole recipe: AutoAugment, erasing and the crop compile into JAX's train step."""
     code = f"""
-        from toolkit.training.train import TrainOptions, train
+        from toolkit.training.options import TrainOptions
+        from toolkit.training.train import train
         for model in {JAX_MODELS!r}:
             options = TrainOptions(model, {PRESET!r}, {DATA!r}, epochs=1, batch_size=8)
             train(options, out={str(tmp_path)!r} + "/" + model)

@@ -26,7 +26,7 @@ from toolkit.export.onnx_mobile import fix_batch, optimized
 from toolkit.models import build_model, get_preset
 from toolkit.predict import add_arguments, run, softmax
 from toolkit.runfiles.hashes import sha256
-from toolkit.training.train import TrainOptions
+from toolkit.training.options import TrainOptions
 
 NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,7 +25,8 @@ from toolkit.models.overrides import parse_recipe
 from toolkit.models.presets import PRESETS
 from toolkit.models.recipes import TrainRecipe, recipe_keys, with_recipe
 from toolkit.training.losses import HardAccuracy, HardTopKAccuracy, SmoothedCrossentropy
-from toolkit.training.train import TrainOptions, compile_model, train
+from toolkit.training.options import TrainOptions
+from toolkit.training.train import compile_model, train
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:

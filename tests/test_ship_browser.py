@@ -35,7 +35,8 @@ from toolkit.ship.picks import Pick
 from toolkit.ship.report_html import REPORT_FILE, write_report
 from toolkit.ship.shipment import Shipment
 from toolkit.ship.webapp import USAGE_LOG_URL, WEB_DIR, WEB_NOTES, write_web_app
-from toolkit.training.train import TrainOptions, train
+from toolkit.training.options import TrainOptions
+from toolkit.training.train import train
 
 pytestmark = pytest.mark.slow
 

@@ -20,8 +20,9 @@ from toolkit.models import get_preset
 from toolkit.models.presets import PRESETS
 from toolkit.training.budget import Budget, plan_steps
 from toolkit.training.checkpoint import read_clock, save_state
+from toolkit.training.options import TrainOptions, resume_options
 from toolkit.training.schedule import PlannedAdamW, PlannedWarmupCosine, WarmupCosine
-from toolkit.training.train import TrainOptions, _budget, _jit, resume_options, train
+from toolkit.training.train import _budget, _jit, train
 
 DATA = "shapes:600"
 

@@ -31,7 +31,8 @@ from toolkit.runfiles.folder import (
 )
 from toolkit.training import checkpoint as checkpoint_module
 from toolkit.training.checkpoint import epochs_done
-from toolkit.training.train import TrainOptions, train
+from toolkit.training.options import TrainOptions
+from toolkit.training.train import train
 
 pytestmark = pytest.mark.slow  # every test here trains
 ROOT = Path(__file__).resolve().parents[1]

@@ -28,8 +28,9 @@ from toolkit.models.overrides import OFF_VALUES, parse_arch, parse_recipe
 from toolkit.models.presets import PRESETS, get_preset, workload
 from toolkit.models.recipes import TrainRecipe, recipe_keys
 from toolkit.training import train as train_module
+from toolkit.training.options import TrainOptions, resume_options, validate
 from toolkit.training.strategies import PRECISIONS
-from toolkit.training.train import TrainOptions, resume_options, train
+from toolkit.training.train import train
 
 
 def _hints(*classes: type) -> dict[str, object]:
@@ -192,8 +193,8 @@ def test_the_first_batch_must_fit_the_memory(monkeypatch):
     monkeypatch.setattr(geometry, "machine_memory", lambda: batch_bytes(arch, 16))
     options = TrainOptions("shiftvit", "tiny", batch_size=64, arch="image_size=256")
     with pytest.raises(UsageError, match="needs at least"):
-        train_module._validate(options)
-    assert train_module._validate(options, processes=4).arch == arch
+        validate(options)
+    assert validate(options, processes=4).arch == arch
 
 
 def test_every_precision_has_its_bytes_per_value():

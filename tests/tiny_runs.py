@@ -42,7 +42,8 @@ class TinyRuns:
         return self._shared("exported", model, self._export_all)
 
     def _train(self, model: str, out: Path) -> None:
-        from toolkit.training.train import TrainOptions, train
+        from toolkit.training.options import TrainOptions
+        from toolkit.training.train import train
 
         train(TrainOptions(model, "tiny", DATA, epochs=1, **PROVENANCE), out=out)
 

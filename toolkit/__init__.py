@@ -32,7 +32,7 @@ __version__ = "0.1.0"
 # public name -> the module that defines it (imported on first use: `toolkit --help` stays light)
 _API = {
     "train": "toolkit.training.train",
-    "TrainOptions": "toolkit.training.train",
+    "TrainOptions": "toolkit.training.options",
     "export_run": "toolkit.export",  # the packages set TensorFlow up before their converters
     "verify_run": "toolkit.verify",
     "bench_run": "toolkit.bench.benchmark",

@@ -6,10 +6,12 @@ importing it imports no Keras either (it loads on first use)."""
 
 from __future__ import annotations
 
+import argparse
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from toolkit.common.argtypes import path_arg
 from toolkit.common.errors import UsageError, first_line
 from toolkit.runfiles.folder import CONFIG_FILE, MODEL_FILE, Run, open_run
 
@@ -110,3 +112,19 @@ def evaluate_run(run_dir: str | Path, data_spec: str | None = None, batch_size: 
     check_labels(data, int(model.output_shape[-1]))
     result = evaluate_model(model, data.x_test, data.y_test, batch_size)
     return {"run": str(run.path), "data": spec, **result}
+
+
+def add_eval_arguments(p: argparse.ArgumentParser) -> None:
+    """Arguments of `toolkit eval`."""
+    p.add_argument("run", type=path_arg, help="run folder written by `toolkit train`")
+    p.add_argument("--data", help="data spec (default: the run's data); its test split is used")
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    """`toolkit eval`: top-1 and top-5 of a run's model on a test split."""
+    result = evaluate_run(args.run, args.data)
+    print(
+        f"{result['run']} on {result['data']} (test split, {result['samples']} images): "
+        f"top-1 {result['top1']:.2%}  top-5 {result['top5']:.2%}"
+    )
+    return 0

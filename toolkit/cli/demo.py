@@ -21,7 +21,8 @@ from toolkit.runfiles import (
 )
 from toolkit.runfiles.folder import HISTORY_FILE, LABELS_FILE, METRICS_FILE, MODEL_FILE
 from toolkit.runmodel import evaluate_run
-from toolkit.training.train import TrainOptions, train
+from toolkit.training.options import TrainOptions
+from toolkit.training.train import train
 from toolkit.verify import report_path, save_report, verify_run
 from toolkit.verify.command import print_report
 

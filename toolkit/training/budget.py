@@ -137,6 +137,7 @@ class TimeBudget(keras.callbacks.Callback):
         self.step_seconds: float | None = None  # at the resolution training now
         self.epoch_end_seconds: float | None = None
         self.first_epoch_end: float | None = None  # with the validation's compiling
+        self.recompiling = False  # a new phase's first epoch: its epoch end is not the pace
         self.planned = 0
         self.step = 0
         self.epochs_run = 0
@@ -150,6 +151,7 @@ class TimeBudget(keras.callbacks.Callback):
         self.step = int(keras.ops.convert_to_numpy(optimizer.iterations))  # a resume's steps
         self.planned = int(round(float(keras.ops.convert_to_numpy(optimizer.plan.value))))
         if self.first_step_seconds is not None:  # a later phase's fit (progressive resizing)
+            self.recompiling = True  # its first epoch end compiles the validation again
             if self.paces:  # the new resolution's pace: measured, else scaled from one that was
                 self.step_seconds = pace_of(self._measured(), self.resolution)
             return
@@ -206,7 +208,9 @@ class TimeBudget(keras.callbacks.Callback):
         self.step_seconds = self._measured()[self.resolution]
         if self.first_epoch_end is None:  # compiling the validation included
             self.first_epoch_end = epoch_end
-        self.epoch_end_seconds = epoch_end
+        if not (self.recompiling and self.epoch_end_seconds is not None):
+            self.epoch_end_seconds = epoch_end
+        self.recompiling = False
         if not self.model.stop_training:
             self._replan(self.step_seconds)
             if self.planned <= self.step:

@@ -25,6 +25,19 @@ def resolution_now(ramp: ResolutionRamp, optimizer: keras.optimizers.Optimizer, 
     return ramp.at(step / max(planned_steps(optimizer, fixed), 1.0))
 
 
+class ResolutionLog(keras.callbacks.Callback):
+    """Puts the epoch's resolution into its logs (`resolution`): history.csv records the
+    ramp beside the learning rate. Place it before the history."""
+
+    def __init__(self, resolution: int) -> None:
+        super().__init__()
+        self.resolution = resolution
+
+    def on_epoch_end(self, epoch, logs=None) -> None:
+        if logs is not None:
+            logs["resolution"] = self.resolution
+
+
 class PhaseEnd(keras.callbacks.Callback):
     """Ends a fit at the epoch end after which the ramp's resolution changes (`switch_to`);
     a run that ends there anyway (its plan done, a divergence) is left to end."""
@@ -59,7 +72,7 @@ def fit_in_phases(
             if isinstance(callback, TimeBudget):
                 callback.resolution = resolution
         phase = PhaseEnd(ramp, resolution, fixed)
-        fit(model_at(resolution), [*callbacks, phase])
+        fit(model_at(resolution), [ResolutionLog(resolution), *callbacks, phase])
         if phase.switch_to is None:
             return
         resolution = phase.switch_to

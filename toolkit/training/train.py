@@ -17,7 +17,6 @@ import contextlib
 import hashlib
 import shutil
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,17 +47,12 @@ from toolkit.models import (
     build_model,
     channel_stats,
     count_macs,
-    get_preset,
     preset_from_dict,
 )
-from toolkit.models.architectures import check_arch
-from toolkit.models.geometry import check_geometry
-from toolkit.models.overrides import parse_arch, parse_recipe
-from toolkit.models.recipes import TrainRecipe, check_recipe, with_recipe
+from toolkit.models.recipes import TrainRecipe
 from toolkit.runfiles import config_path, has_config, read_config_json, write_config
 from toolkit.runfiles.folder import (
     CHECKPOINT_DIR,
-    CONFIG_FILE,
     HISTORY_FILE,
     HISTORY_PLOT_FILE,
     LABELS_FILE,
@@ -77,11 +71,11 @@ from toolkit.training.checkpoint import (
     read_clock,
 )
 from toolkit.training.cluster import MULTI_PROCESS, Cluster, barrier, connect, fingerprint
-from toolkit.training.device_data import MODES as DEVICE_DATA_MODES
 from toolkit.training.device_data import IndexBatches, device_trainer, use_device_data
 from toolkit.training.divergence import StopOnDivergence
 from toolkit.training.history_plot import plot_history
 from toolkit.training.losses import HardAccuracy, HardTopKAccuracy, SmoothedCrossentropy
+from toolkit.training.options import TrainOptions, default_out, resume_options, validate
 from toolkit.training.progressive import fit_in_phases
 from toolkit.training.resolution import ResolutionRamp, ramp_of
 from toolkit.training.schedule import (
@@ -91,121 +85,12 @@ from toolkit.training.schedule import (
     WarmupCosine,
 )
 from toolkit.training.strategies import (
-    PRECISIONS,
-    STRATEGIES,
     Placement,
     check_strategy,
     make_placement,
 )
 
-
-@dataclass(frozen=True)
-class TrainOptions:
-    """Everything `toolkit train` takes; written to config.json so a run can be rebuilt."""
-
-    model: str
-    preset: str = "tiny"
-    data: str = "shapes"
-    epochs: int | None = None
-    time: float | None = None  # seconds of wall clock the run may take (--time); not with epochs
-    batch_size: int | None = None
-    precision: str = "float32"
-    # compile the step: XLA on TF, torch.compile on torch; JAX always does. None: on for a timed
-    # run (its accuracy is what fits in the time; XLA was the fastest step measured on every
-    # CPU, records/train_throughput.jsonl), off for a fixed-epoch run; config.json records it
-    jit: bool | None = None
-    strategy: str = "default"
-    seed: int = 0
-    author: str | None = None  # the exported files' metadata: who made the model
-    license: str | None = None  # and under which terms it may be used
-    recipe: str | None = None  # KEY=VALUE[,KEY=VALUE...]: TrainRecipe fields set over the preset's
-    arch: str | None = None  # KEY=VALUE[,KEY=VALUE...]: architecture fields over the preset's
-    # the split on the device, augmented in the step (device_data.py): auto, on, off; None is
-    # auto for a new run and the run's own choice on --resume (config.json records on or off)
-    device_data: str | None = None
-
-
-SEEDS = range(2**32)  # what numpy's and Keras' random generators take
 MAX_EPOCHS = 1_000_000  # a timed run's `fit` bound: its TimeBudget stops it
-
-
-def default_out(options: TrainOptions) -> Path:
-    """runs/<model>-<preset>-<UTC time>: a fresh folder per run."""
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{options.model}-{options.preset}-{stamp}"
-
-
-def _validate(options: TrainOptions, processes: int = 1) -> Preset:
-    """The preset `options` train, overrides applied; UsageError for anything it cannot train
-    (its geometry and first batch, of the batch's share per process, included)."""
-    preset = get_preset(options.model, options.preset)
-    if options.precision not in PRECISIONS:
-        raise UsageError(
-            f"unknown precision '{options.precision}': choose one of {', '.join(PRECISIONS)}"
-        )
-    if options.strategy not in STRATEGIES:
-        raise UsageError(
-            f"unknown strategy '{options.strategy}': choose one of {', '.join(STRATEGIES)}"
-        )
-    check_strategy(options.strategy)
-    if options.device_data not in (None, *DEVICE_DATA_MODES):
-        raise UsageError(
-            f"unknown --device-data '{options.device_data}': choose one of "
-            f"{', '.join(DEVICE_DATA_MODES)}"
-        )
-    for name in ("epochs", "batch_size"):
-        value = getattr(options, name)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
-    _check_length(options)
-    for name in ("author", "license"):
-        value = getattr(options, name)
-        if value is not None and (not value.strip() or not value.isprintable()):
-            raise UsageError(
-                f"--{name} {value!r} must be printable text on one line: it goes into the "
-                "metadata of every exported .tflite"
-            )
-    if options.seed not in SEEDS:
-        raise UsageError(
-            f"--seed must be an integer from 0 to {SEEDS[-1]} (what NumPy and Keras seed with), "
-            f"got {options.seed}"
-        )
-    train = with_recipe(preset.train, parse_recipe(options.recipe))
-    check_recipe(train)
-    arch = replace(preset.arch, **parse_arch(options.model, options.arch))
-    check_arch(arch)
-    share = -(-(options.batch_size or train.batch_size) // processes)  # a process's batch
-    check_geometry(arch, share, options.precision)
-    return replace(
-        preset,
-        arch=arch,
-        train=replace(
-            train,
-            epochs=options.epochs or train.epochs,
-            batch_size=options.batch_size or train.batch_size,
-            # --epochs makes a fixed-epoch run of a timed preset; --time times any preset
-            time_budget=None if options.epochs else (options.time or train.time_budget),
-        ),
-    )
-
-
-def _check_length(options: TrainOptions) -> None:
-    """UsageError when the run's length is asked for twice or cannot be timed."""
-    if options.time is None:
-        return
-    if options.epochs is not None:
-        raise UsageError(
-            f"--time and --epochs both set how long the run trains: pass --time "
-            f"{format_seconds(options.time)} for a run planned to end within it, or --epochs "
-            f"{options.epochs} for that many epochs"
-        )
-    if not options.time > 0:
-        raise UsageError(f"--time must be above 0, got {options.time}: pass --time 15m, say")
-    if options.strategy == MULTI_PROCESS:
-        raise UsageError(
-            f"--time cannot plan a --strategy {MULTI_PROCESS} run yet (its processes would "
-            "each plan their own number of steps): pass --epochs"
-        )
 
 
 def mixing(recipe: TrainRecipe, num_classes: int = 0) -> Mixing:
@@ -303,51 +188,6 @@ def _run_config(
     }
 
 
-# What --resume may change: --epochs sets the new total, --time a new budget from the resume on
-# (without it a timed run has what is left of its own); --jit and --strategy change how the
-# same steps run. Every other setting (model, data, batch size, precision, seed) is the run's.
-RESUME_CHANGES = ("epochs", "time", "jit", "strategy")
-
-
-def resume_options(out: Path, given: Mapping[str, object]) -> TrainOptions:
-    """The options of the unfinished run in `out`, with the RESUME_CHANGES of `given` applied.
-
-    Any other setting in `given` (None: not given) must equal the run's (config.json): a
-    resumed run keeps its model, data, batch size, precision, ...; a conflict is a UsageError.
-    """
-    if not has_config(out):
-        raise UsageError(f"cannot resume: {out} has no {CONFIG_FILE}; start a new run instead")
-    if (out / METRICS_FILE).is_file():
-        raise UsageError(f"{out} already finished; start a new run with another --out")
-    config = read_config_json(out)
-    stored = dict(config["options"])
-    recipe = (config.get("preset") or {}).get("train") or {}
-    if "time" not in stored:  # a run from before --time trained epochs: it goes on doing so
-        stored["epochs"] = stored.get("epochs") or recipe.get("epochs")
-    for name, value in given.items():
-        kept = stored.get(name) if stored.get(name) is not None else recipe.get(name)
-        if value is None or value == kept:
-            continue
-        flag = f"--{name.replace('_', '-')}"
-        if name in RESUME_CHANGES:
-            stored[name] = value
-            continue
-        had = f"{flag} {kept}" if kept is not None else f"{flag} (it had none)"
-        raise UsageError(
-            f"--resume keeps the run's {had} ({config_path(out)}): drop {flag} {value}, "
-            "or start a new run with another --out"
-        )
-    done = epochs_done(out / CHECKPOINT_DIR)
-    if stored.get("epochs") is not None and stored["epochs"] < done:
-        raise UsageError(
-            f"--epochs {stored['epochs']} is fewer than the {done} epochs {out} already ran: "
-            f"pass --epochs {done} or more (the new total)"
-        )
-    for name in ("recipe", "arch"):  # empty: an override earlier versions accepted
-        stored[name] = stored.get(name) or None
-    return TrainOptions(**stored)
-
-
 def _prepare_folder(
     out: Path, options: TrainOptions, resume: bool, writer: bool = True
 ) -> TrainOptions:
@@ -412,7 +252,7 @@ def train(
     writer = cluster is None or cluster.writer
     options = _prepare_folder(out, options, resume, writer)  # refusals before anything is created
     check_strategy(options.strategy)
-    _validate(options, 1 if cluster is None else cluster.num_processes)  # before the folder
+    validate(options, 1 if cluster is None else cluster.num_processes)  # before the folder
     if not writer:  # process 0 holds the folder; connecting waits for it to get that far
         with _joined(cluster, options, out, resume):
             return _train(options, out, resume, cluster, started=started)
@@ -537,7 +377,7 @@ def _train(
     """The body of `train`, run while this process holds the run folder (or, in a
     multi-process run, while process 0 holds it: then only process 0 writes)."""
     writer = cluster is None or cluster.writer
-    preset = _validate(options, 1 if cluster is None else cluster.num_processes)
+    preset = validate(options, 1 if cluster is None else cluster.num_processes)
     started = time.monotonic() if started is None else started
     budget = _budget(preset, options, out, resume, new_budget, started)
     data = _load(options, preset, budget)
@@ -566,7 +406,7 @@ def _train(
             else:
                 train_data, model, fit_model = host_fed(preset, data, norm, options.seed)
             compile_model(fit_model, preset, len(train_data), options.jit)
-        ramp = _ramp(preset, model, on_device)
+        ramp = _ramp(preset, on_device)
         timer = None
         if budget is not None:
             budget.mark("model")
@@ -574,17 +414,7 @@ def _train(
             timer = TimeBudget(budget, len(train_data), *batches, verbose=writer, ramp=ramp)
         callbacks = _callbacks(out, preset.train, writer, timer)
 
-        def fit(trained: keras.Model, callbacks: list) -> None:
-            trained.fit(
-                train_data,
-                validation_data=eval_dataset(data.x_val, data.y_val, batch),
-                # a timed run stops at its planned step (TimeBudget), which prints its epochs
-                epochs=preset.train.epochs if timer is None else MAX_EPOCHS,
-                callbacks=callbacks,
-                shuffle=False,  # the pipeline shuffles, seeded
-                verbose=2 if writer and timer is None else 0,
-            )
-
+        fit = _Fit(train_data, data, preset.train, timed=timer is not None, verbose=writer)
         # a streamed folder that changes stops here, before the model and metrics are written
         with placement.scope(), stream_errors(data.x_train, data.x_val, data.x_test):
             if ramp is None:
@@ -613,31 +443,41 @@ def _train(
     return out
 
 
-def _ramp(preset: Preset, model: keras.Model, on_device: bool) -> ResolutionRamp | None:
+@dataclass(frozen=True)
+class _Fit:
+    """One `fit` of the run: its batches, validation and length (a timed run's planner stops
+    it), the given model and callbacks."""
+
+    train_data: object
+    data: Dataset
+    recipe: TrainRecipe
+    timed: bool
+    verbose: bool
+
+    def __call__(self, trained: keras.Model, callbacks: list) -> None:
+        batch = self.recipe.batch_size
+        trained.fit(
+            self.train_data,
+            validation_data=eval_dataset(self.data.x_val, self.data.y_val, batch),
+            # a timed run stops at its planned step (TimeBudget), which prints its epochs
+            epochs=MAX_EPOCHS if self.timed else self.recipe.epochs,
+            callbacks=callbacks,
+            shuffle=False,  # the pipeline shuffles, seeded
+            verbose=2 if self.verbose and not self.timed else 0,
+        )
+
+
+def _ramp(preset: Preset, on_device: bool) -> ResolutionRamp | None:
     """The recipe's progressive resizing to the model's resolution (None: none); UsageError
-    where the model or the data path cannot train at another resolution."""
-    progressive = preset.train.progressive_resize
-    if progressive is None:
+    where the data path cannot train at another resolution."""
+    if preset.train.progressive_resize is None:
         return None
-    full = int(preset.arch.image_size)
-    if MODELS[preset.model].at_resolution is None:
-        able = [name for name, entry in MODELS.items() if entry.at_resolution is not None]
-        raise UsageError(
-            f"progressive_resize needs weights that hold at any resolution; {preset.model}'s "
-            f"position embedding does not: train {', '.join(able)} with it, or pass --recipe "
-            "progressive_resize=none"
-        )
-    if not progressive[0] < full:
-        raise UsageError(
-            f"progressive_resize starts at {progressive[0]} pixels, not below the model's "
-            f"{full}: pass --recipe progressive_resize={full // 2}:0.5, say"
-        )
     if on_device:
         raise UsageError(
             "progressive_resize trains from the host pipeline (the device-resident split is "
             "one model's): pass --device-data off"
         )
-    return ramp_of(progressive, full)
+    return ramp_of(preset.train.progressive_resize, int(preset.arch.image_size))
 
 
 class _PhaseModels:
