@@ -33,8 +33,8 @@ from toolkit.runfiles.folder import (
     BENCH_TOP1_FILE,
     MODEL_FILE,
 )
+from toolkit.runtimes import DEFAULT_RUNTIMES, RUNTIMES
 from toolkit.runtimes.timing import Protocol
-from toolkit.runtimes.worker import KERAS_RUNTIMES
 
 if TYPE_CHECKING:
     from toolkit.models.macs import LayerCost
@@ -158,8 +158,6 @@ def _protocol(args: BenchOptions) -> Protocol:
 def chosen_runtimes(spec: str | Sequence[str] | None) -> list[str]:
     """The runtimes `--runtime` names (`all`: every one), in its order; None: the default
     ones, every runtime but the browser's (asked for by name, or `all`)."""
-    from toolkit.runtimes import DEFAULT_RUNTIMES, RUNTIMES
-
     return choose_names(spec or DEFAULT_RUNTIMES, RUNTIMES, "--runtime", keep_order=True)
 
 
@@ -183,7 +181,7 @@ def make_plan(args: BenchOptions) -> Plan:
             "data loaders import Keras; bench the run folder for top-1, or drop --data"
         )
     else:  # an export folder: no Keras row where all runtimes are asked for
-        runtimes = [r for r in runtimes if r not in KERAS_RUNTIMES] or runtimes
+        runtimes = [r for r in runtimes if not RUNTIMES[r].loads_keras] or runtimes
     outputs = (*BENCH_FILES, BENCH_TOP1_FILE) if run is not None else BENCH_FILES
     hint = f"copy the {folder.kind} to a writable place"
     for name in outputs:  # the results must not be lost after the work

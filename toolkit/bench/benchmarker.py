@@ -367,7 +367,7 @@ def measure_roofline(plan: Plan, rows: list[dict], cache: Path) -> dict:
     reads = sorted(
         (runtime, precision)
         for runtime, precision in {(r["runtime"], roofline.precision_of(r["format"])) for r in ok}
-        if runtime in roofline.HOST_RUNTIMES and precision in roofline.WEIGHT_BYTES
+        if RUNTIMES[runtime].host_memory and precision in roofline.WEIGHT_BYTES
     )
     bandwidths, memory = measure_reads(plan, reads, cache) if plan.layers else ({}, [])
     for row in rows:

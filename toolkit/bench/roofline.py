@@ -35,13 +35,13 @@ from pathlib import Path
 import numpy as np
 
 from toolkit.formats import FORMATS
+from toolkit.runtimes import RUNTIMES
 
 M = K = N = 1024  # rows, depth, columns: 1.07 GMAC per call, far from cache-bound
 MACS = M * K * N
 STREAM_K = 4096  # depth of the memory-roof matmul; its columns give it the model's weight bytes
 # bytes a weight takes in memory at each peak's precision (fp16 files are widened at load)
 WEIGHT_BYTES = {"fp32": 4, "int8": 1}
-HOST_RUNTIMES = ("ort-cpu", "litert")  # whose weights sit in host memory and its caches
 KERAS_FORMAT = "keras"  # the run's model.keras, benched beside the exported formats
 
 
@@ -141,16 +141,23 @@ def build_tflite(integer: bool) -> Callable[[Path, Shape], None]:
     return build
 
 
+# a runtime row's `kernel` -> precision -> (file, writer): the matmul its peaks are measured with
+KERNEL_KINDS: dict[str, dict[str, tuple[str, Callable[[Path, Shape], None]]]] = {
+    "matmul": {  # ONNX MatMul, and MatMulInteger at int8
+        "fp32": ("matmul_fp32.onnx", build_onnx(False)),
+        "int8": ("matmul_u8s8.onnx", build_onnx(True)),
+    },
+    "fully-connected": {  # LiteRT FullyConnected
+        "fp32": ("fc_fp32.tflite", build_tflite(False)),
+        "int8": ("fc_int8.tflite", build_tflite(True)),
+    },
+}
+# (runtime, precision) -> its kernel, for every runtime row that names a kernel family
 KERNELS: dict[tuple[str, str], Kernel] = {
-    (k.runtime, k.precision): k
-    for k in (
-        Kernel("ort-cpu", "fp32", "matmul_fp32.onnx", build_onnx(False)),
-        Kernel("ort-cpu", "int8", "matmul_u8s8.onnx", build_onnx(True)),
-        Kernel("ort-cuda", "fp32", "matmul_fp32.onnx", build_onnx(False)),
-        Kernel("ort-cuda", "int8", "matmul_u8s8.onnx", build_onnx(True)),
-        Kernel("litert", "fp32", "fc_fp32.tflite", build_tflite(False)),
-        Kernel("litert", "int8", "fc_int8.tflite", build_tflite(True)),
-    )
+    (name, precision): Kernel(name, precision, filename, build)
+    for name, runtime in RUNTIMES.items()
+    if runtime.kernel is not None
+    for precision, (filename, build) in KERNEL_KINDS[runtime.kernel].items()
 }
 
 

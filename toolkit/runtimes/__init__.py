@@ -30,9 +30,26 @@ from toolkit.runtimes.web.runtimes import WEB_RUNTIMES
 RUNTIMES: dict[str, Runtime] = {
     r.name: r
     for r in (
-        Runtime("keras", (".keras",), open_keras, description="Keras 3 on its backend"),
         Runtime(
-            "litert", (".tflite",), open_litert, litert_unavailable, "LiteRT interpreter, XNNPACK"
+            "keras",
+            (".keras",),
+            open_keras,
+            description="Keras 3 on its backend",
+            package="keras",
+            loads_keras=True,
+            host_memory=False,
+            kernel=None,
+        ),
+        Runtime(
+            "litert",
+            (".tflite",),
+            open_litert,
+            litert_unavailable,
+            "LiteRT interpreter, XNNPACK",
+            package="litert",
+            loads_keras=False,
+            host_memory=True,
+            kernel="fully-connected",
         ),
         Runtime(
             "mediapipe",
@@ -42,6 +59,10 @@ RUNTIMES: dict[str, Runtime] = {
             "MediaPipe Tasks ImageClassifier: an app's path, uint8 frames, pre/postprocessing in",
             levels=(),
             refuses=mediapipe_refuses,
+            package=None,  # its version is not recorded (toolkit.common.versions)
+            loads_keras=False,
+            host_memory=False,
+            kernel=None,
         ),
         Runtime(
             "ort-cpu",
@@ -50,6 +71,10 @@ RUNTIMES: dict[str, Runtime] = {
             ort_cpu_unavailable,
             "ONNX Runtime, CPU",
             refuses=onnx_refuses,
+            package="onnxruntime",
+            loads_keras=False,
+            host_memory=True,
+            kernel="matmul",
         ),
         Runtime(
             "ort-cuda",
@@ -58,6 +83,10 @@ RUNTIMES: dict[str, Runtime] = {
             ort_cuda_unavailable,
             "ONNX Runtime, CUDA",
             refuses=onnx_refuses,
+            package="onnxruntime",
+            loads_keras=False,
+            host_memory=False,  # its weights sit on the GPU
+            kernel="matmul",
         ),
         *WEB_RUNTIMES,  # web-mediapipe, web-litert, web-ort: toolkit/runtimes/web/libraries.py
     )

@@ -8,7 +8,7 @@ the .tflite app files end in a softmax: their output, named `probabilities`, is 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -81,6 +81,18 @@ class Runtime:
     # in bench's and verify's default --runtime list; the browser runtimes are asked for by name
     # (or `all`): they need a headless Chromium, and each row loads the library in a page
     by_default: bool = True
+    _: KW_ONLY  # the facts below every row states (no defaults: a row that lacks one fails)
+    # its Python package's key in toolkit.common.versions.versions(): the version a verify cell
+    # records, and a change of it makes `toolkit ship` time its rows again; None: a browser's
+    # npm library (recorded by its own npm spec), or a package versions() does not record
+    package: str | None
+    loads_keras: bool  # opens Keras and its backend: bench leaves it out of an export folder
+    # its weights sit in host memory and its caches: bench measures its weight-read rate
+    host_memory: bool
+    # the roofline kernel family bench measures its peaks with (toolkit.bench.roofline
+    # KERNEL_KINDS: "matmul", ONNX MatMul; "fully-connected", LiteRT FullyConnected); None: no
+    # peak measured
+    kernel: str | None
 
     @property
     def verified(self) -> bool:

@@ -34,7 +34,6 @@ from toolkit.runtimes.timing import Protocol, summarize, time_calls, timed_once
 
 MODULE = "toolkit.runtimes.worker"  # what `python -m` runs
 WORKER_TIMEOUT_S = 900
-KERAS_RUNTIMES = ("keras",)  # the runtimes that load Keras and its backend
 INPUT_SEED = 0
 TIMED_CALL = (  # what one timed call is, for reports
     "a call: the runtime on an input already in the file's dtype (`Session.bind`; int8 files' "

@@ -51,7 +51,15 @@ NO_TOP1 = (
     "toolkit ship takes each file's top-1 from verify.json, which scored every file on every "
     "runtime that ranks it: `toolkit bench RUN` scores them here too"
 )
-BENCH_PACKAGES = ("onnxruntime", "litert")  # toolkit.common.versions keys whose change re-benches
+
+
+def bench_packages() -> tuple[str, ...]:
+    """The toolkit.common.versions keys whose change re-benches: the packages (their rows')
+    of the runtimes ship ranks by."""
+    from toolkit.runtimes import RUNTIMES
+
+    ranking = {r for target in TARGETS.values() for r in target.runtimes}
+    return tuple(sorted({p for r in ranking if (p := RUNTIMES[r].package) is not None}))
 
 
 @dataclass(frozen=True)
@@ -177,7 +185,7 @@ def machine_problem(bench: BenchReport) -> str | None:
     if cpu != cpu_model() or bench.machine.get("cores") != os.cpu_count():
         return f"{BENCH_FILES[0]} was timed on another machine ({cpu})"
     now = versions()
-    for package in BENCH_PACKAGES:
+    for package in bench_packages():
         was = bench.versions.get(package)
         if was != now.get(package):
             return f"{BENCH_FILES[0]} was timed with {package} {was}, this is {now.get(package)}"

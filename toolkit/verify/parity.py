@@ -9,20 +9,16 @@ from pathlib import Path
 
 from toolkit.runfiles import edit_manifest
 from toolkit.runfiles.hashes import sha256
+from toolkit.runtimes import RUNTIMES
 
 LOGIT_FIGURES = ("max_abs", "cosine", "top1_agreement", "top1_delta")
-# runtime -> its package's key in toolkit.common.versions.versions()
-RUNTIME_PACKAGES = {
-    "keras": "keras",
-    "litert": "litert",
-    "ort-cpu": "onnxruntime",
-    "ort-cuda": "onnxruntime",
-}
 
 
 def runtime_version(runtime: str, found: dict[str, str]) -> str | None:
-    """The version of the package behind `runtime` in `found` (a versions() dict)."""
-    return found.get(RUNTIME_PACKAGES.get(runtime, runtime))
+    """The version of the package behind `runtime` (its row's `package`) in `found` (a
+    versions() dict); None for a runtime without one, or one this toolkit does not know."""
+    row = RUNTIMES.get(runtime)
+    return None if row is None or row.package is None else found.get(row.package)
 
 
 def _model_part(c: dict) -> dict:

@@ -37,6 +37,10 @@ def web_runtime(library: WebLibrary) -> Runtime:
         levels=library.levels,
         refuses=library.refuses,
         by_default=False,
+        package=None,  # the npm library's version is its spec (libraries.py)
+        loads_keras=False,
+        host_memory=False,
+        kernel=None,
     )
 
 
