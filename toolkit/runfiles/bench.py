@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit.runfiles import jsonfile
-from toolkit.runfiles.jsonfile import integer, number, section, text
+from toolkit.runfiles.jsonfile import integer, number, numbers, section, text
 
 BENCH_FILE = "bench.json"
 
@@ -28,6 +28,8 @@ class BenchRow:
     reason: str | None = None
     threads: int | None = None  # the threads it ran on (a web row's: what the page used)
     backend: str | None = None  # the web rows': wasm or webgpu; None for the native runtimes
+    round_p50_ms: tuple[float, ...] = ()  # the p50 of each consecutive slice of its timed calls
+    peak_rss_mb: float | None = None  # the timing process's peak resident memory
     raw: Mapping[str, object] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
@@ -46,6 +48,8 @@ class BenchRow:
             reason=text(data.get("reason")),
             threads=integer(data.get("threads")),
             backend=text(data.get("backend")),
+            round_p50_ms=numbers(data.get("round_p50_ms")),
+            peak_rss_mb=number(data.get("peak_rss_mb")),
             raw=dict(data),
         )
 

@@ -53,6 +53,14 @@ def number(value: object) -> float | None:
     return float(value) if ok else None
 
 
+def numbers(value: object) -> tuple[float, ...]:
+    """`value` as floats when it is a list of numbers, else () (a key older versions lacked)."""
+    if not isinstance(value, list):
+        return ()
+    found = [number(v) for v in value]
+    return tuple(v for v in found if v is not None) if None not in found else ()
+
+
 def numeric(value: object) -> int | float | None:
     """`value` as written when it is a number (not a bool), else None."""
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None

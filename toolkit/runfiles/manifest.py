@@ -40,6 +40,9 @@ class ArtifactEntry:
     options: Mapping[str, object] = field(default_factory=dict)
     parity: Mapping[str, object] | None = None  # `toolkit verify`'s record (sha256, verified...)
     gpu_accelerator: object = None  # LiteRT GPU check (export --gpu-check)
+    # the file's input and output tensors (name, dtype, shape, scale, zero point)
+    inputs: tuple[Mapping[str, object], ...] = ()
+    outputs: tuple[Mapping[str, object], ...] = ()
     raw: Mapping[str, object] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
@@ -58,6 +61,8 @@ class ArtifactEntry:
             options=section(data, "options"),
             parity=_object(data.get("parity")),
             gpu_accelerator=data.get("gpu_accelerator"),
+            inputs=_objects(data.get("inputs")),
+            outputs=_objects(data.get("outputs")),
             raw=dict(data),
         )
 
@@ -76,7 +81,9 @@ class Manifest:
     source_model_sha256: str | None = None
     model: str | None = None
     preset: str | None = None
-    preprocessing: str | None = None
+    # what the files do to the pixels (app_input, in_model, summary): the app's contract
+    preprocessing: Mapping[str, object] = field(default_factory=dict)
+    signature: Mapping[str, object] = field(default_factory=dict)  # the SavedModel signature
     class_names: tuple[str, ...] | None = None  # None: not recorded (or not a list of names)
     num_classes: int | None = None
     macs_per_image: int | float | None = None
@@ -104,7 +111,8 @@ class Manifest:
             source_model_sha256=text(data.get(MODEL_HASH)),
             model=text(data.get("model")),
             preset=text(data.get("preset")),
-            preprocessing=text(data.get("preprocessing")),
+            preprocessing=section(data, "preprocessing"),
+            signature=section(data, "signature"),
             class_names=tuple(names) if listed else None,
             num_classes=integer(data.get("num_classes")),
             macs_per_image=numeric(data.get("macs_per_image")),
@@ -132,6 +140,11 @@ class Manifest:
 
 def _object(value: object) -> dict | None:
     return value if isinstance(value, dict) else None
+
+
+def _objects(value: object) -> tuple[dict, ...]:
+    """The objects of a list (a tensor list); () for anything else."""
+    return tuple(v for v in value if isinstance(v, dict)) if isinstance(value, list) else ()
 
 
 def manifest_path(folder: Path) -> Path:

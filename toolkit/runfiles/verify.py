@@ -25,6 +25,7 @@ class VerifyCell:
     top1: float | None = None  # the file's top-1 on the split (metrics.top1_accuracy)
     agreement: float | None = None  # top-1 agreement with the Keras model
     metrics: Mapping[str, object] = field(default_factory=dict)
+    tolerance: Mapping[str, object] = field(default_factory=dict)  # what it was held to
     raw: Mapping[str, object] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
@@ -40,6 +41,7 @@ class VerifyCell:
             top1=number(metrics.get("top1_accuracy")),
             agreement=number(metrics.get("top1_agreement")),
             metrics=metrics,
+            tolerance=section(data, "tolerance"),
             raw=dict(data),
         )
 

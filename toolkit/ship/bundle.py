@@ -101,7 +101,7 @@ def bundle_manifest(s: Shipment, files: dict[str, str]) -> dict:
     and every other file of the bundle (`files`: path -> sha256)."""
     m = s.measurements
     formats = {p.format for p in s.picks.values()}
-    manifest = {k: v for k, v in s.manifest.raw.items() if k != "artifacts"}
+    manifest = {k: v for k, v in s.manifest.to_json().items() if k != "artifacts"}
     manifest["artifacts"] = {
         f: e.to_json() for f, e in s.manifest.artifacts.items() if f in formats
     }

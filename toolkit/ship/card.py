@@ -171,13 +171,12 @@ def _tensor(spec: dict) -> str:
 
 def tensors(entry: ArtifactEntry) -> tuple[list[dict], list[dict]]:
     """A file's input and output tensors as model.json records them (name, dtype, shape...)."""
-    return list(entry.raw.get("inputs") or []), list(entry.raw.get("outputs") or [])
+    return [dict(t) for t in entry.inputs], [dict(t) for t in entry.outputs]
 
 
 def preprocessing_summary(manifest: Manifest) -> str:
     """model.json's one sentence on what the files do to the pixels they take."""
-    pre = manifest.raw.get("preprocessing")
-    return str(pre.get("summary", "")) if isinstance(pre, dict) else ""
+    return str(manifest.preprocessing.get("summary", ""))
 
 
 def contract_lines(manifest: Manifest, entry: ArtifactEntry) -> list[str]:
@@ -211,7 +210,7 @@ def latency_text(m: Measurements, fmt: str, ranked_by: dict[str, list[str]]) -> 
         runtime = row.runtime
         figure = ms(row.p50_ms) if row.ok and row.p50_ms is not None else row.status or "?"
         ranks = f" (ranks {', '.join(ranked_by[runtime])})" if runtime in ranked_by else ""
-        on = runtime_label(runtime, row.raw.get("threads"), row.raw.get("backend"))
+        on = runtime_label(runtime, row.threads, row.backend)
         parts.append(f"{on} {figure}{ranks}")
     return "; ".join(parts) or "not timed"
 
@@ -222,8 +221,7 @@ def parity_text(m: Measurements, pick: Pick) -> str:
     if cell is None:
         return "not verified (top-1 from bench.json)"
     tolerance = ", ".join(
-        f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
-        for k, v in (cell.raw.get("tolerance") or {}).items()
+        f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in cell.tolerance.items()
     )
     metrics = cell.metrics
     figures = [

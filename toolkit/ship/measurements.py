@@ -61,4 +61,4 @@ def bundle_record(folder: Path) -> Mapping:
         found = find_manifest(Path(folder))
     except UsageError:
         return {}
-    return found.raw if found is not None else {}
+    return found.to_json() if found is not None else {}

@@ -116,7 +116,7 @@ def ok_rows(m: Measurements, fmt: str, runtime: str, backend: str | None = None)
         r
         for r in m.bench.rows
         if (r.format, r.runtime, r.batch) == (fmt, runtime, 1) and r.ok and r.p50_ms is not None
-        and (backend is None or r.raw.get("backend") in (None, backend))
+        and (backend is None or r.backend in (None, backend))
     ]  # fmt: skip
     return sorted(rows, key=lambda r: r.p50_ms or 0.0)
 
@@ -187,7 +187,7 @@ def _candidate(
         top1, agreement = row.top1, None
     else:
         return f"{file} has no top-1 in verify.json or bench.json"
-    threads = row.raw.get("threads")
+    threads = row.threads
     return Pick(
         target=target.name,
         format=fmt,
@@ -286,8 +286,8 @@ def speedup_over_float(m: Measurements, pick: Pick, backend: str | None = None) 
     if not ours or not theirs:
         return None
     mine, other = ours[0], theirs[0]
-    mine_rounds = mine.raw.get("round_p50_ms") or [mine.p50_ms]
-    other_rounds = other.raw.get("round_p50_ms") or [other.p50_ms]
+    mine_rounds = mine.round_p50_ms or (mine.p50_ms,)
+    other_rounds = other.round_p50_ms or (other.p50_ms,)
     return SpeedUp(
         float_file=m.manifest.artifacts[base].file or FORMATS[base].filename,
         ratio=float(other.p50_ms) / float(mine.p50_ms),

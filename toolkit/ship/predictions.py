@@ -109,8 +109,7 @@ def _verify_cell(s: Shipment, fmt: str, runtime: str) -> VerifyCell | None:
 
 def tolerance_text(cell: VerifyCell) -> str:
     """A verify cell's tolerance as `name value, ...`."""
-    tol = cell.raw.get("tolerance") or {}
-    parts = [f"{k} {v:g}" for k, v in tol.items() if isinstance(v, int | float)]
+    parts = [f"{k} {v:g}" for k, v in cell.tolerance.items() if isinstance(v, int | float)]
     return ", ".join(parts) or "-"
 
 

@@ -83,7 +83,7 @@ def int8_lines(picks: dict[str, Pick], manifest: Manifest) -> list[str]:
 def name_rows(picks: dict[str, Pick], manifest: Manifest) -> list[str]:
     """The input and output names each tool shows for the shipped kinds of file."""
     rows = ["| tool | file | input | output |", "|---|---|---|---|"]
-    key = (manifest.raw.get("signature") or {}).get("key", "serving_default")
+    key = manifest.signature.get("key", "serving_default")
     for file, ps in shipped(picks).items():
         _, inp, out = _first_tensors(manifest, ps[0].format)
         if PurePath(file).suffix == ".tflite":

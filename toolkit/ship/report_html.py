@@ -46,8 +46,8 @@ def write_report(bundle_dir: Path, s: Shipment) -> Path:
     target = atomic.check_writable(Path(bundle_dir) / REPORT_FILE)
     run = s.run.path
     for name, found, command in (
-        (BENCH_FILES[0], s.measurements.bench.raw, "bench"),
-        (VERIFY_FILE, s.measurements.verify.raw, "verify"),
+        (BENCH_FILES[0], s.measurements.bench.to_json(), "bench"),
+        (VERIFY_FILE, s.measurements.verify.to_json(), "verify"),
     ):
         if not found:
             raise UsageError(f"{run / name} not found: run `toolkit {command} {run}` first")
@@ -184,13 +184,12 @@ def _float_section(p: Predictions, targets: dict[str, list[str]]) -> str:
 
 def _threads(r: BenchRow) -> int | None:
     """The row's thread count where it records one (the web rows: 1, and the most)."""
-    threads = r.raw.get("threads")
-    return threads if isinstance(threads, int) else None
+    return r.threads
 
 
 def _runtime(r: BenchRow) -> str:
     """The row's runtime (its library, for a web row), backend and thread count."""
-    return runtime_label(r.runtime, _threads(r), r.raw.get("backend"))
+    return runtime_label(r.runtime, _threads(r), r.backend)
 
 
 def _point(r: BenchRow, tags: tuple[str, ...]) -> charts.Point:
@@ -204,7 +203,7 @@ def _point(r: BenchRow, tags: tuple[str, ...]) -> charts.Point:
 
 def _bench_cells(r: BenchRow, mark: str) -> list[str]:
     """A benched row's cells in the table under the chart."""
-    peak = r.raw.get("peak_rss_mb")
+    peak = r.peak_rss_mb
     return [
         f"<code>{escape(str(r.file))}</code>",
         escape(str(r.format)),

@@ -159,7 +159,7 @@ def verify_problem(
     runtime of `runtimes` that ranks them (`verified_pairs`), or None."""
     models = m.verify.models
     if models is None or not models.cells:
-        return f"{VERIFY_FILE} has no model level" if m.verify.raw else f"no {VERIFY_FILE}"
+        return f"{VERIFY_FILE} has no model level" if m.verify.to_json() else f"no {VERIFY_FILE}"
     split = run.config.test_images
     if models.split != "test" or (split and models.samples != split):
         return f"{VERIFY_FILE} scored {models.samples} of the {split} test images"
@@ -207,7 +207,7 @@ def bench_problem(run: Run, m: Measurements, formats: list[str], runtimes: list[
     """Why bench.json lacks a current batch-1 row of a file of `formats` on a runtime of
     `runtimes` that opens it, or None."""
     if not m.bench.rows:
-        return f"{BENCH_FILES[0]} has no rows" if m.bench.raw else f"no {BENCH_FILES[0]}"
+        return f"{BENCH_FILES[0]} has no rows" if m.bench.to_json() else f"no {BENCH_FILES[0]}"
     problem = machine_problem(m.bench)
     if problem:
         return problem
