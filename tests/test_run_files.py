@@ -67,11 +67,10 @@ def measured(tiny_runs, tmp_path_factory) -> Path:
     """The exported tiny run, copied, then verified (model level, 16 images, LiteRT) and
     benched (its .tflite on LiteRT, 3 calls): the four files as the stages write them."""
     from toolkit.bench import bench_run
-    from toolkit.verify import report_path, save_report, verify_run
+    from toolkit.verify import verify_run
 
     run = copy_tiny_run(tiny_runs.exported("shiftvit"), tmp_path_factory.mktemp("rf") / "run")
-    report = verify_run(run, level="models", runtimes="litert", samples=16)
-    save_report(run, report, report_path(run), record=True)
+    verify_run(run, level="models", runtimes="litert", samples=16)  # saves verify.json
     bench_run(run, runtime="litert", format="tflite", runs=3, warmup=1)
     return run
 

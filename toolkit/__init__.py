@@ -7,7 +7,7 @@ is imported when first used:
     import toolkit
     run = toolkit.train(toolkit.TrainOptions(model="shiftvit", preset="tiny"), out="runs/a")
     toolkit.export_run(run, "all")          # the package toolkit.export
-    report = toolkit.verify_run(run)        # toolkit.verify
+    verified = toolkit.verify_run(run)      # toolkit.verify: RUN/verify.json
     result = toolkit.bench_run(run)         # toolkit.bench
     shipped = toolkit.ship_run(run, "android,web", max_drop=0.5)  # toolkit.ship: RUN/ship
     model = toolkit.load_run_model(run)     # model.keras, checked against config.json

@@ -23,8 +23,7 @@ from toolkit.runfiles.folder import HISTORY_FILE, LABELS_FILE, METRICS_FILE, MOD
 from toolkit.runmodel import evaluate_run
 from toolkit.training.options import TrainOptions
 from toolkit.training.train import train
-from toolkit.verify import report_path, save_report, verify_run
-from toolkit.verify.command import print_report
+from toolkit.verify import verify_run
 
 DEMO_MODELS = ("shiftvit", "vit-lsa")
 # short runs: the demo shows the table, not final figures. A second per row, not a fixed count:
@@ -107,13 +106,11 @@ def _after_training(model: str, run_dir: Path) -> bool:
         print(f"   {fmt:22s} -> {exported.path(fmt)} ({size:.0f} KB)")
     print(f"   {MANIFEST_FILE:22s} -> {manifest_path(exported.folder)}")
     print(f"== {model}: verifying ops (quick shapes) and every artifact", flush=True)
-    report = verify_run(run_dir, shapes="quick")
-    saved = save_report(run_dir, report, report_path(run_dir), record=True)
-    print_report(report)
-    print(f"   {VERIFY_FILE:22s} -> {saved.report}")
+    verified = verify_run(run_dir, shapes="quick", quiet=False)
+    print(f"   {VERIFY_FILE:22s} -> {verified.saved.report}")
     print(f"== {model}: benchmarking every artifact (short: {BENCH_ARGS})", flush=True)
     benched = bench_run(run_dir, **BENCH_OPTIONS)
     print(terminal_table(benched.result))
     for path in benched.files:
         print(f"   {path.name:22s} -> {path}")
-    return bool(report["passed"])
+    return verified.passed

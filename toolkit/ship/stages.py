@@ -283,13 +283,12 @@ def run_stages(
 
         export_run(run.path, list(plan.export))  # int8: export's calibration count rule
     if plan.verify:
-        from toolkit.verify import save_report, verify_run  # TensorFlow set up first
-        from toolkit.verify.saving import manifest_writable
+        from toolkit.verify import verify_run  # TensorFlow set up first
 
-        report = verify_run(run.path, level="models", runtimes=plan.verify_runtimes)
-        save_report(run.path, report, verify_path(run.path), manifest_writable(run.path))
-        if not report["passed"]:
-            say(f"verify: {len(report['failures'])} file(s) failed; they are not shipped")
+        verified = verify_run(run.path, level="models", runtimes=plan.verify_runtimes)
+        if not verified.passed:
+            failed = len(verified.report["failures"])
+            say(f"verify: {failed} file(s) failed; they are not shipped")
     if plan.bench_formats:
         from toolkit.bench import BenchOptions, bench_run
 

@@ -2,10 +2,11 @@
 
 `verify_ops` checks each op of OP_CASES at several shapes in every runtime against its NumPy
 reference (ops/); `verify_models` checks each exported artifact against the run's Keras model
-(modellevel.py); `verify_run` does both plus the int8 attribution, as `toolkit verify RUN` does.
-The layer level (`--layers`) is layers/; rules.py holds every pass/fail rule; saving.py
-writes verify.json and the parity records, as the command does. The levels import TensorFlow:
-they load on first use, after `setup_keras()`, so that `toolkit verify --help` starts without it.
+(modellevel.py); `verify_run` does both plus the int8 attribution and saves the report, as
+`toolkit verify RUN` does. The layer level (`--layers`) is layers/; rules.py holds every
+pass/fail rule; saving.py writes verify.json and the parity records; terminal.py prints a
+report. The levels import TensorFlow: they load on first use, after `setup_keras()`, so that
+`toolkit verify --help` starts without it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ _LEVELS = {
     "verify_models": "modellevel",
     "verify_ops": "ops.level",
     "verify_run": "verifier",
+    "Verified": "verifier",
 }
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "OpCase",
     "Saved",
     "Tolerances",
+    "Verified",
     "report_path",
     "save_report",
     "verify_models",

@@ -14,17 +14,10 @@ from toolkit.runfiles.folder import VERIFY_LAYERS_PLOT
 from toolkit.runtimes import DEFAULT_VERIFIED, VERIFIED_RUNTIMES
 from toolkit.verify import ATTRIBUTION_SAMPLES
 from toolkit.verify.layers import LAYER_SAMPLES
-from toolkit.verify.layers.display import divergence_lines, layer_table
-from toolkit.verify.levels import LEVEL_NAMES
 from toolkit.verify.ops import OP_NAMES, SHAPE_SETS
 from toolkit.verify.rules import ATOL_FP32, INT8_STEPS, Tolerances
 from toolkit.verify.saving import manifest_writable, report_path, save_report
-from toolkit.verify.tables import (
-    attribution_table,
-    model_table,
-    op_table,
-    unavailable_reasons,
-)
+from toolkit.verify.terminal import print_report
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -120,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     record = False
     if args.run.is_dir():  # a bad --json fails before the work, not after it
         report_path(args.run, args.json, args.layers)
-        record = level != "ops" and manifest_writable(args.run)
+        record = args.layers and manifest_writable(args.run)  # verify_run checks its own
     remove_dead_scratch()  # what killed exports and verifies left in the temp folder, any level
     from toolkit.keras_setup import setup_keras
 
@@ -128,29 +121,32 @@ def run(args: argparse.Namespace) -> int:
     from toolkit.verify.layers.level import verify_layers_run
     from toolkit.verify.verifier import verify_run
 
-    if args.layers:
-        report = verify_layers_run(
-            args.run,
-            formats=args.format,
-            runtimes=args.runtime,
-            samples=args.samples,
-            tolerances=tolerances,
-            allow_modified=args.allow_modified,
-        )
-    else:
-        report = verify_run(
-            args.run,
-            level=level,
-            runtimes=args.runtime,
-            samples=args.samples,
-            tolerances=tolerances,
-            shapes=args.shapes,
-            ops=args.ops,
-            allow_modified=args.allow_modified,
-        )
-    print_report(report)  # before writing: a full disk then loses no result
     try:
-        saved = save_report(args.run, report, report_path(args.run, args.json), record)
+        if args.layers:
+            report = verify_layers_run(
+                args.run,
+                formats=args.format,
+                runtimes=args.runtime,
+                samples=args.samples,
+                tolerances=tolerances,
+                allow_modified=args.allow_modified,
+            )
+            print_report(report)  # before writing: a full disk then loses no result
+            saved = save_report(args.run, report, report_path(args.run, args.json), record)
+        else:
+            verified = verify_run(
+                args.run,
+                level=level,
+                runtimes=args.runtime,
+                samples=args.samples,
+                tolerances=tolerances,
+                shapes=args.shapes,
+                ops=args.ops,
+                allow_modified=args.allow_modified,
+                json_path=args.json,
+                quiet=False,  # printed before it is written
+            )
+            report, saved = verified.report, verified.saved
     except OSError as exc:  # one line; the report and model.json each whole, new or as they were
         fault = atomic.full_disk_error(exc)
         if fault is None:
@@ -163,66 +159,3 @@ def run(args: argparse.Namespace) -> int:
         manifest = manifest_path(args.run / EXPORT_DIR)
         print(f"parity recorded in {manifest}: {', '.join(saved.recorded)}")
     return 0 if report["passed"] else 1
-
-
-def print_report(report: dict) -> None:
-    """The tables, the unavailable runtimes' reasons, and the verdict."""
-    tol = report["tolerances"]
-    for part, why in report["options"].get("skipped", {}).items():
-        print(f"{LEVEL_NAMES[part]} level: not run: {why}")
-    if "ops" in report:
-        ops = report["ops"]
-        print(f"op level ({ops['shapes']} shapes, batch 2, {ops['seconds']:.0f} s)")
-        print(op_table(ops))
-        print(
-            f"fp32: max abs error vs NumPy float64 (shift/patches exact, spt/lsa <= "
-            f"{tol['atol_fp32']:g}, blocks <= {tol['atol_fp32'] * tol['block_factor']:g}); "
-            f"int8: max abs error in output quantization steps (data movement <= "
-            f"{tol['movement_int8_steps']:g}, others <= {tol['int8_steps']:g})"
-        )
-    if "models" in report:
-        models = report["models"]
-        print()
-        print(
-            f"model level: {models['samples']} test images of {models['data']}, vs Keras "
-            f"(top-1 {models['reference']['top1_accuracy']:.1%}; {models['seconds']:.0f} s)"
-        )
-        print(model_table(models))
-    attribution = report.get("int8_attribution")
-    if attribution:
-        print()
-        if "error" in attribution:
-            print(f"int8 attribution: {attribution['error']}")
-        else:
-            print(
-                f"int8 attribution (QuantizationDebugger, {attribution['debug_samples']} "
-                f"images; rmse/scale, rounding alone = 0.29; top {len(attribution['top'])} "
-                f"of {len(attribution['layers'])} layers)"
-            )
-            print(attribution_table(attribution))
-    layers = report.get("layers")
-    if layers:
-        print(
-            f"layer level: {layers['samples']} test images of {layers['data']}, "
-            f"{len(layers['boundaries'])} boundaries vs Keras ({layers['seconds']:.0f} s)"
-        )
-        print(layer_table(layers))
-        print(
-            "SQNR in dB vs the Keras tensor (int8: + max error in steps of the tensor's own "
-            "scale, fp: a float tensor inside the int8 model); -: not found in the artifact"
-        )
-        print()
-        for line in divergence_lines(layers):
-            print(line)
-    cells = [
-        c for part in ("ops", "models", "layers") for c in report.get(part, {}).get("cells", [])
-    ]
-    for line in unavailable_reasons(cells):
-        print(f"unavailable: {line}")
-    print()
-    if report["passed"]:
-        print(f"verify: PASSED ({len(cells)} cells)")
-        return
-    print(f"verify: FAILED ({len(report['failures'])} of {len(cells)} cells)")
-    for line in report["failures"]:
-        print(f"  {line}")

@@ -1,8 +1,10 @@
-"""`verify_run`: op level, model level and int8 attribution of one run, as one report dict."""
+"""`verify_run`: op level, model level and int8 attribution of one run, as one report, saved
+where `toolkit verify` saves it (verify.json, the parity records in model.json)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,10 +25,25 @@ from toolkit.verify.ops.cases import OP_CASES, Params
 from toolkit.verify.ops.level import verify_ops
 from toolkit.verify.quiet import quiet_tensorflow
 from toolkit.verify.rules import DEFAULT_TOLERANCES, Tolerances
+from toolkit.verify.saving import Saved, manifest_writable, report_path, save_report
+from toolkit.verify.terminal import print_report
 
 LEVELS = ("all", "ops", "models")
 PARTS_OF = {"all": ("ops", "models"), "ops": ("ops",), "models": ("models",)}  # level -> parts
 PARTS = ("ops", "models", "layers")  # the report's sections of cells, in report order
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What `verify_run` did: the report (verify.json's content) and what it wrote."""
+
+    report: dict
+    saved: Saved
+
+    @property
+    def passed(self) -> bool:
+        """Whether every cell is within its tolerance."""
+        return bool(self.report["passed"])
 
 
 def verify_run(
@@ -38,12 +55,19 @@ def verify_run(
     shapes: str | Mapping[str, Sequence[Params]] = "full",
     ops: str | Iterable[str] = ALL,
     allow_modified: bool = False,
-) -> dict:
-    """The full report of RUN; bad input (run, export folder, runtime, op, a file changed
-    after export unless `allow_modified`) is a UsageError raised before any work."""
+    json_path: Path | None = None,
+    quiet: bool = True,
+) -> Verified:
+    """Verify RUN and save the report to `json_path` (default RUN/verify.json), with the
+    parity records in RUN/export/model.json (but at the op level alone, or where it cannot be
+    written: a note on stderr says so); unless `quiet`, print it first (a full disk then loses
+    no result). Bad input (run, export folder, runtime, op, a file changed after export unless
+    `allow_modified`, an unwritable `json_path`) is a UsageError raised before any work."""
     if level not in LEVELS:
         raise UsageError(f"unknown level '{level}': choose from {', '.join(LEVELS)}")
     run = open_run(run_dir)
+    path = report_path(run.path, json_path)  # writable, before the work
+    record = level != "ops" and manifest_writable(run.path)
     chosen = choose_names(runtimes, VERIFIED_RUNTIMES, "runtime")
     by_part = split_levels(PARTS_OF[level], chosen)  # e.g. the browser runtimes: models alone
     op_names = choose_names(ops, OP_CASES, "op")
@@ -70,7 +94,10 @@ def verify_run(
             report["models"] = verify_models(run, by_part["models"], samples, tolerances, data)
             if any(f in manifest.artifacts for f in int8_formats()):
                 report["int8_attribution"] = _attribution(run, manifest, data[0])
-    return conclude(report)
+    report = conclude(report)
+    if not quiet:
+        print_report(report)
+    return Verified(report, save_report(run.path, report, path, record))
 
 
 def check_exported(run: Run, manifest: Manifest, formats: list[str], allow_modified: bool) -> None:
