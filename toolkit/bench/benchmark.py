@@ -163,36 +163,15 @@ def chosen_runtimes(spec: str | Sequence[str] | None) -> list[str]:
 
 def make_plan(args: BenchOptions) -> Plan:
     """Check every argument and the folder; nothing is written before this succeeds."""
-    from toolkit.common import atomic
-
     check_mode_options(args)
     protocol = _protocol(args)
     batches = parse_batches(args.batch)
     runtimes = chosen_runtimes(args.runtime)
     folder = open_folder(args.run)
     run = folder.run
-    if run is not None:
-        from toolkit.runmodel import load_run_model  # Keras: only for a run folder
-
-        load_run_model(run)  # another program's model.keras is refused before any timing
-    elif args.data:
-        raise UsageError(
-            f"--data needs the run folder: {folder.path} is an export folder, and toolkit's "
-            "data loaders import Keras; bench the run folder for top-1, or drop --data"
-        )
-    else:  # an export folder: no Keras row where all runtimes are asked for
-        runtimes = [r for r in runtimes if not RUNTIMES[r].loads_keras] or runtimes
-    outputs = (*BENCH_FILES, BENCH_TOP1_FILE) if run is not None else BENCH_FILES
-    hint = f"copy the {folder.kind} to a writable place"
-    for name in outputs:  # the results must not be lost after the work
-        atomic.check_writable(folder.path / name, hint=hint)
-    files = folder.files()
-    formats = choose_formats(args.format, folder, files)
-    folder.check_unmodified(formats, args.allow_modified)
-    nothing = _nothing_to_bench(folder, runtimes, formats, files)
-    if nothing:  # decided before any work: an empty table is no result, and nothing is written
-        raise UsageError(nothing)
-    _check_runtimes_take(runtimes, [files[f] for f in formats])
+    runtimes = _runtimes_here(args, folder, runtimes)
+    _check_outputs(folder)
+    files, formats = _chosen_files(args, folder, runtimes)
     split = None  # other classes than the run's would score top-1 against the wrong names
     if args.data:
         from toolkit.runfiles.data import load_split  # the data loaders import Keras
@@ -200,7 +179,6 @@ def make_plan(args: BenchOptions) -> Plan:
         split = load_split(run, "test", args.data)[:2]
     layers = layer_costs_of(run) if run is not None else []
     export_macs = folder.manifest.macs_per_image if run is None else None
-    threads = args.threads or os.cpu_count()
     return Plan(
         run_dir=folder.path,
         artifacts=[
@@ -210,7 +188,7 @@ def make_plan(args: BenchOptions) -> Plan:
         runtimes=runtimes,
         batches=batches,
         protocol=protocol,
-        threads=threads,
+        threads=args.threads or os.cpu_count(),
         macs_per_image=sum(layer.macs for layer in layers) if run is not None else export_macs,
         layers=tuple(layers),
         data_spec=args.data,
@@ -224,6 +202,50 @@ def make_plan(args: BenchOptions) -> Plan:
         web_threads=args.threads,
         web_protocol=_web_protocol(args, protocol),
     )
+
+
+def _runtimes_here(args: BenchOptions, folder: BenchFolder, runtimes: list[str]) -> list[str]:
+    """The chosen `runtimes` for this folder: a run folder's model.keras checked first
+    (another program's is refused before any timing); an export folder has no Keras row where
+    all are asked for, and no --data (toolkit's data loaders import Keras)."""
+    if folder.run is not None:
+        from toolkit.runmodel import load_run_model  # Keras: only for a run folder
+
+        load_run_model(folder.run)
+        return runtimes
+    if args.data:
+        raise UsageError(
+            f"--data needs the run folder: {folder.path} is an export folder, and toolkit's "
+            "data loaders import Keras; bench the run folder for top-1, or drop --data"
+        )
+    return [r for r in runtimes if not RUNTIMES[r].loads_keras] or runtimes
+
+
+def _check_outputs(folder: BenchFolder) -> None:
+    """UsageError unless bench.json (and the run's top-1 cache) can be written: the results
+    must not be lost after the work."""
+    from toolkit.common import atomic
+
+    outputs = (*BENCH_FILES, BENCH_TOP1_FILE) if folder.run is not None else BENCH_FILES
+    for name in outputs:
+        atomic.check_writable(
+            folder.path / name, hint=f"copy the {folder.kind} to a writable place"
+        )
+
+
+def _chosen_files(
+    args: BenchOptions, folder: BenchFolder, runtimes: list[str]
+) -> tuple[dict[str, Path], list[str]]:
+    """(format -> file, the formats `--format` picks): unmodified since export (unless
+    allowed), something to time on `runtimes`, and each file one they take."""
+    files = folder.files()
+    formats = choose_formats(args.format, folder, files)
+    folder.check_unmodified(formats, args.allow_modified)
+    nothing = _nothing_to_bench(folder, runtimes, formats, files)
+    if nothing:  # decided before any work: an empty table is no result, and nothing is written
+        raise UsageError(nothing)
+    _check_runtimes_take(runtimes, [files[f] for f in formats])
+    return files, formats
 
 
 def _web_protocol(args: BenchOptions, protocol: Protocol) -> Protocol:
