@@ -19,9 +19,6 @@ same code (dim 24, depth 2) with perturbed weights, inputs and its logits.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from dataclasses import replace
 from pathlib import Path
@@ -30,6 +27,7 @@ import keras
 import numpy as np
 import onnx
 import pytest
+from jax_subprocess import run_without_tensorflow
 
 from toolkit.cli.main import main
 from toolkit.common.backend import installed
@@ -329,21 +327,7 @@ def test_presets_train_on_jax_without_tensorflow(tmp_path):
             options = TrainOptions(model, {PRESET!r}, {DATA!r}, epochs=1, batch_size=8)
             train(options, out={str(tmp_path)!r} + "/" + model)
     """
-    proc = subprocess.run(
-        [sys.executable, str(TESTS / "without_tensorflow.py"), "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        cwd=TESTS.parent,
-        env={
-            **os.environ,
-            "KERAS_BACKEND": "jax",
-            "JAX_PLATFORMS": "cpu",
-            "PYTHONPATH": str(TESTS.parent),
-            # a few steps: XLA's lowest optimisation level compiles the step in less time
-            "XLA_FLAGS": "--xla_backend_optimization_level=0",
-        },
-        timeout=900,
-    )
+    proc = run_without_tensorflow(["-c", textwrap.dedent(code)])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for model in JAX_MODELS:
         run = tmp_path / model

@@ -6,16 +6,12 @@ put into the step is caught and named (tests/transfer_guard_check.py runs the tr
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from jax_subprocess import run_without_tensorflow
 
 from toolkit.common.backend import installed
 
-TESTS = Path(__file__).resolve().parent
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not installed("jax"), reason="jax not installed: pip install -e '.[dev]'"),
@@ -25,26 +21,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def results() -> dict:
     modes = ["none", "host-round-trip", "debug-callback"]
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(TESTS / "without_tensorflow.py"),
-            "-m",
-            "transfer_guard_check",
-            *modes,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=TESTS.parent,
-        env={
-            **os.environ,
-            "KERAS_BACKEND": "jax",
-            "JAX_PLATFORMS": "cpu",
-            "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)]),
-            "XLA_FLAGS": "--xla_backend_optimization_level=0",  # a few steps: compile fast
-        },
-        timeout=900,
-    )
+    proc = run_without_tensorflow(["-m", "transfer_guard_check", *modes])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
