@@ -134,6 +134,8 @@ def cases(tmp_path, read_only, model_file) -> dict[str, tuple[list[str], str]]:
             ["export", gone, "--format", "tflite-int8"],
             gone_line + ", or pass --calib-data with data",
         ),
+        "verify run's data gone": (["verify", gone, "--models-only"], gone_line),
+        "ship run's data gone": (["ship", gone, "--target", "android"], gone_line),
         # 1: data whose classes are not the run's is refused, not scored
         "eval other classes": (["eval", run, "--data", f"folder:{three}"], "3 classes"),
         "eval other order": (["eval", run, "--data", f"npz:{permuted}"], "has classes dots where"),
@@ -205,7 +207,8 @@ def cases(tmp_path, read_only, model_file) -> dict[str, tuple[list[str], str]]:
 
 
 CASES = [
-    "eval run's data gone", "export int8 run's data gone", "eval other classes",
+    "eval run's data gone", "export int8 run's data gone", "verify run's data gone",
+    "ship run's data gone", "eval other classes",
     "eval other order", "bench other classes",
     "verify report is a folder", "bench report is a folder", "verify read-only run",
     "bench read-only run", "train out under a file", "train out read-only",
