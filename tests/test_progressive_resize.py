@@ -17,7 +17,9 @@ from toolkit.models import get_preset
 from toolkit.models.architectures import ShiftViTArch
 from toolkit.models.registry import MODELS
 from toolkit.models.shiftvit import at_resolution, build_shiftvit
+from toolkit.training import train as train_module
 from toolkit.training.budget import plan_steps
+from toolkit.training.checkpoint import Checkpoint, epochs_done
 from toolkit.training.resolution import ResolutionRamp, pace_of, plan_ramp_steps
 
 
@@ -134,3 +136,27 @@ def test_a_timed_run_climbs_the_ramp_within_its_budget_with_its_schedule_ended(t
     assert resolutions == sorted(resolutions)
     lr_max = get_preset("shiftvit", "tiny").train.lr_max
     assert float(rows[-1]["learning_rate"]) < 0.02 * lr_max  # decayed to its end
+
+
+class _StopAfterSecondEpoch(Checkpoint):
+    """The run's checkpoint, and a kill once the second epoch's is saved."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        super().on_epoch_end(epoch, logs)
+        if epoch == 1:
+            raise KeyboardInterrupt
+
+
+@pytest.mark.slow
+def test_a_resumed_run_goes_on_at_the_resolution_its_step_is_at(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    args = ["train", "--model", "shiftvit", "--preset", "tiny", "--data", "shapes:600"]
+    args += ["--epochs", "3", "--recipe", "progressive_resize=16:0.6", "--out", str(out)]
+    with monkeypatch.context() as patched:
+        patched.setattr(train_module, "Checkpoint", _StopAfterSecondEpoch)
+        assert main(args) == 130  # interrupted, as a Ctrl-C would
+    assert epochs_done(out / "checkpoint") == 2 and not (out / "metrics.json").exists()
+    assert main(["train", "--out", str(out), "--resume"]) == 0
+    with (out / "history.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [int(float(row["resolution"])) for row in rows] == [16, 24, 32]
