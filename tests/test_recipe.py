@@ -38,19 +38,22 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 _SMOOTHED = {(m, p): 0.1 for m in ("vit-lsa", "vit") for p in ("cpu60", "cpu15")}
 # presets that hold out less than the data's own validation split: (model, preset) -> share
 _HELD_OUT = {(m, "cpu15"): 0.04 for m in PRESETS} | {("shiftvit", "cpu60"): 0.04}
+# presets that train progressively resized: (model, preset) -> (START, UNTIL)
+_RAMPED = {("shiftvit", "cpu60"): (16, 0.5), ("shiftvit", "cpu15"): (16, 0.5)}
 
 
 def test_every_preset_has_the_pieces_off():
     """New fields default off: every preset trains exactly as before (but `paper-cifar`, made
     with them: the SPT/LSA paper's recipe, tests/test_paper_cifar.py; the ViT `cpu60`,
-    re-tuned with label smoothing; the ShiftViT `cpu60`, with a smaller validation split; the
-    `cpu15` presets, made from them)."""
+    re-tuned with label smoothing; the ShiftViT `cpu60`, with a smaller validation split and
+    progressive resizing; the `cpu15` presets, made from them)."""
     for model, presets in PRESETS.items():
         for name, (_, recipe) in presets.items():
             if name == "paper-cifar":
                 continue
             assert recipe.label_smoothing == _SMOOTHED.get((model, name), 0.0)
             assert recipe.val_fraction == _HELD_OUT.get((model, name))
+            assert recipe.progressive_resize == _RAMPED.get((model, name))
             assert recipe.ema is None
             assert recipe.mixup == 0.0 and recipe.cutmix == 0.0 and recipe.mix_prob == 1.0
             assert recipe.rand_augment is None and recipe.repeat_augment == 1
