@@ -7,6 +7,7 @@ import csv
 import json
 import random
 from dataclasses import replace
+from types import SimpleNamespace
 
 import keras
 import numpy as np
@@ -20,6 +21,7 @@ from toolkit.models.shiftvit import at_resolution, build_shiftvit
 from toolkit.training import train as train_module
 from toolkit.training.budget import plan_steps
 from toolkit.training.checkpoint import Checkpoint, epochs_done
+from toolkit.training.progressive import PhaseEnd
 from toolkit.training.resolution import ResolutionRamp, pace_of, plan_ramp_steps
 
 
@@ -62,6 +64,24 @@ def test_cheaper_early_phases_plan_more_steps_that_still_fit():
     spent += -(-planned // per_epoch) * 2.0 + 2 * 5.0
     assert spent <= seconds + 1e-9
     assert plan_ramp_steps(0.0, ramp, paces, 2.0, per_epoch, planned) == planned  # none left
+
+
+def test_a_run_already_at_a_higher_resolution_is_planned_at_it():
+    """A plan that grew moves the ramp's fractions later; the run stays where it is."""
+    ramp, paces = ResolutionRamp(16, 0.5, 32), {16: 0.04, 24: 0.07, 32: 0.1}
+    at_full = plan_ramp_steps(300.0, ramp, paces, 2.0, 100, 1000, floor=32)
+    assert at_full - 1000 == plan_steps(300.0, 0.1, 2.0, 100)
+    assert plan_ramp_steps(300.0, ramp, paces, 2.0, 100, 1000) > at_full
+
+
+@pytest.mark.parametrize("step, switch_to", [(10, None), (30, None), (60, 32)])
+def test_a_phase_ends_only_where_the_resolution_rises(step, switch_to):
+    phase = PhaseEnd(ResolutionRamp(16, 0.5, 32), resolution=24, fixed=100)
+    phase.set_model(
+        SimpleNamespace(optimizer=SimpleNamespace(iterations=step), stop_training=False)
+    )
+    phase.on_epoch_end(0)
+    assert phase.switch_to == switch_to and phase.model.stop_training == (switch_to is not None)
 
 
 def test_the_model_at_a_lower_resolution_shares_its_weights_and_resizes_first():

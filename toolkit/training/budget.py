@@ -273,6 +273,7 @@ class TimeBudget(keras.callbacks.Callback):
                 self.step,
                 position,
                 switch_seconds=(self.first_step_seconds or 0.0) + self._eval_compile(),
+                floor=self.resolution,
             )
             planned = max(planned, self.step, 1)
         if planned == self.planned:

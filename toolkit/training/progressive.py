@@ -39,8 +39,9 @@ class ResolutionLog(keras.callbacks.Callback):
 
 
 class PhaseEnd(keras.callbacks.Callback):
-    """Ends a fit at the epoch end after which the ramp's resolution changes (`switch_to`);
-    a run that ends there anyway (its plan done, a divergence) is left to end."""
+    """Ends a fit at the epoch end after which the ramp's resolution rises (`switch_to`); a
+    run that ends there anyway (its plan done, a divergence) is left to end. The resolution
+    never falls back: a plan that grows moves the ramp's fractions later, not the run back."""
 
     def __init__(self, ramp: ResolutionRamp, resolution: int, fixed: int) -> None:
         super().__init__()
@@ -51,7 +52,7 @@ class PhaseEnd(keras.callbacks.Callback):
         if self.model.stop_training:
             return
         following = resolution_now(self.ramp, self.model.optimizer, self.fixed)
-        if following != self.resolution:
+        if following > self.resolution:
             self.switch_to = following
             self.model.stop_training = True
 

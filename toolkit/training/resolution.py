@@ -65,12 +65,14 @@ def plan_ramp_steps(
     step: int,
     epoch_step: int = 0,
     switch_seconds: float = 0.0,
+    floor: int = 0,
 ) -> int:
     """The largest total of steps N whose steps from `step` (`epoch_step` into an epoch) fit
-    in `seconds`: each at its phase's pace (`pace_of`), a phase starting at a fraction of N,
-    every epoch's end `epoch_end_seconds` (the last may stop at any step: it still ends) and
-    every phase still to start `switch_seconds` (compiling its step). `step` when none fit."""
-    phases = ramp.phases()
+    in `seconds`: each at its phase's pace (`pace_of`; a phase below `floor`, the resolution
+    training now, at the floor's: a run never steps back down), a phase starting at a fraction
+    of N, every epoch's end `epoch_end_seconds` (the last may stop at any step: it still ends)
+    and every phase still to start `switch_seconds` (compiling its step). `step` when none fit."""
+    phases = [(start, max(resolution, floor)) for start, resolution in ramp.phases()]
     bounds = [*(start for start, _ in phases[1:]), 1.0]
 
     def needs(total: int) -> float:
@@ -82,7 +84,7 @@ def plan_ramp_steps(
             first, last = max(math.ceil(start * total), step), math.ceil(end * total)
             if last > first:
                 spent += (last - first) * pace_of(measured, resolution)
-                spent += switch_seconds if first > step else 0.0
+                spent += switch_seconds if first > step and resolution > floor else 0.0
         return spent
 
     fastest = min(pace_of(measured, resolution) for _, resolution in phases)
