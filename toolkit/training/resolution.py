@@ -24,11 +24,8 @@ class ResolutionRamp:
     full: int
 
     def at(self, fraction: float) -> int:
-        """The resolution of the step at `fraction` (0 to 1) of the run."""
-        if fraction >= self.until:
-            return self.full
-        rising = self.start + (self.full - self.start) * max(fraction, 0.0) / self.until
-        return min(max(self.start, int(rising // RES_STEP) * RES_STEP), self.full)
+        """The resolution of the step at `fraction` (0 to 1) of the run: its phase's."""
+        return max(res for start, res in self.phases() if start <= max(fraction, 0.0))
 
     def phases(self) -> list[tuple[float, int]]:
         """(fraction it starts at, resolution) of each phase, in order: the first at 0."""
